@@ -1,0 +1,18 @@
+"""The eight actors. Each runs as its own process: `wintermute actor NAME`."""
+
+from __future__ import annotations
+
+#: name -> "module:Class", imported only by the process that runs that actor.
+ACTORS: dict[str, str] = {
+    "memory": "actors.memory.actor:MemoryActor",
+    "llm": "actors.llm.actor:LlmActor",
+    "executor": "actors.executor.actor:ExecutorActor",
+    "approval": "actors.approval.actor:ApprovalActor",
+    "planner": "actors.planner.actor:PlannerActor",
+    "observer": "actors.observer.actor:ObserverActor",
+    "heartbeat": "actors.heartbeat.actor:HeartbeatActor",
+    "channel": "actors.channel.actor:ChannelActor",
+}
+
+#: Stop order: intake first, so nothing new arrives while the rest finish.
+STOP_ORDER = ["channel", "heartbeat", "planner", "executor", "approval", "llm", "memory", "observer"]

@@ -1,0 +1,151 @@
+"""The approval actor: pending approvals with short ids, expiry, single use, owner only."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from typing import Any
+
+import msgspec
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+
+from actors.base import Actor
+from bus import Subscription
+from contracts import (
+    ApprovalDecision,
+    ApprovalPrompt,
+    ApprovalRequest,
+    ApprovalResolved,
+    Notice,
+    Sink,
+)
+
+log = logging.getLogger(__name__)
+
+ApprovalInbox = ApprovalRequest | ApprovalDecision
+EXPIRY_SECS = 300.0
+ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+class Pending(msgspec.Struct, kw_only=True):
+    approval_id: str
+    request: ApprovalRequest
+    expires_at: float
+    status: str = "pending"
+
+
+_dec = msgspec.json.Decoder(Pending)
+
+
+def short_id(seed: str) -> str:
+    """An 8-character base62 id, derived from the request id so redelivery reuses it."""
+    n = int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "big")
+    out = []
+    for _ in range(8):
+        n, r = divmod(n, 62)
+        out.append(ALPHABET[r])
+    return "".join(out)
+
+
+class ApprovalActor(Actor):
+    name = "approval"
+
+    def subscriptions(self) -> list[tuple[Subscription, Any]]:
+        s = self.subjects
+        sub = Subscription(s.stream_cmd, "approval", (s.cmd("approval", "*"),), ordered_by="")
+        return [(sub, ApprovalInbox)]
+
+    async def on_start(self) -> None:
+        self.kv = await self.bus.kv(self.subjects.kv_approvals)
+        self.spawn(self._expire_loop(), "expiry")
+
+    async def handle(self, msg: ApprovalInbox) -> None:
+        match msg:
+            case ApprovalRequest():
+                await self._on_request(msg)
+            case ApprovalDecision():
+                await self._on_decision(msg)
+
+    def _owner_sink(self, msg: ApprovalRequest) -> Sink:
+        return msg.sink or Sink.parse(self.config.owner.sink)
+
+    async def _on_request(self, msg: ApprovalRequest) -> None:
+        aid = short_id(msg.id)
+        pending = Pending(approval_id=aid, request=msg, expires_at=time.time() + EXPIRY_SECS)
+        try:
+            await self.kv.create(aid, msgspec.json.encode(pending))
+        except KeyWrongLastSequenceError:
+            log.info("approval %s already recorded", aid)
+        sink = self._owner_sink(msg)
+        prompt = ApprovalPrompt(
+            id=f"{msg.id}:prompt", approval_id=aid, sink=sink,
+            summary=f"{msg.summary}\nWhy: {msg.reason}", expires_at=pending.expires_at,
+        )
+        await self.publish(self.subjects.outbound(sink.channel, sink.chat), prompt)
+
+    async def _on_decision(self, msg: ApprovalDecision) -> None:
+        owner = msg.is_owner and msg.principal in self.config.owner.principals
+        try:
+            entry = await self.kv.get(msg.approval_id)
+        except (KeyNotFoundError, Exception):
+            entry = None
+        if entry is None or not entry.value:
+            await self._tell(f"Approval {msg.approval_id} is unknown, already used or expired.",
+                             msg.id)
+            return
+        pending = _dec.decode(entry.value)
+        if not owner:
+            log.warning("approval %s answered by non-owner %s", msg.approval_id, msg.principal)
+            await self._tell(
+                f"Approval {msg.approval_id}: an answer from {msg.principal} was ignored; only "
+                "the owner can decide.", msg.id,
+            )
+            return
+        if pending.status != "pending" or pending.expires_at < time.time():
+            await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id)
+            return
+        status = "approved" if msg.approved else "denied"
+        await self._resolve(pending, status, entry.revision)
+
+    async def _resolve(self, pending: Pending, status: str, revision: int) -> None:
+        """Single use: the compare-and-set on the KV revision lets only one answer win."""
+        decided = msgspec.structs.replace(pending, status=status)
+        try:
+            await self.kv.update(pending.approval_id, msgspec.json.encode(decided), last=revision)
+        except KeyWrongLastSequenceError:
+            log.info("approval %s was decided concurrently", pending.approval_id)
+            return
+        req = pending.request
+        resolved = ApprovalResolved(
+            id=f"{req.id}:resolved", approval_id=pending.approval_id, session=req.session,
+            status=status, call=req.call, sink=req.call.reply_to if req.call else req.sink,
+        )
+        await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
+        await self.kv.delete(pending.approval_id)
+
+    async def _tell(self, text: str, ref: str) -> None:
+        sink = Sink.parse(self.config.owner.sink)
+        await self.publish(
+            self.subjects.outbound(sink.channel, sink.chat),
+            Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"),
+        )
+
+    async def _expire_loop(self) -> None:
+        while True:
+            self.alive("expiry")
+            try:
+                for key in await self.kv.keys():
+                    entry = await self.kv.get(key)
+                    if not entry.value:
+                        continue
+                    pending = _dec.decode(entry.value)
+                    if pending.status == "pending" and pending.expires_at < time.time():
+                        await self._resolve(pending, "expired", entry.revision)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - "no keys found" and transient errors
+                if "no keys" not in str(exc).lower():
+                    log.warning("expiry sweep failed: %s", exc)
+            await asyncio.sleep(5)

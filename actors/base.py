@@ -1,0 +1,65 @@
+"""The actor base: lifecycle hooks, declared subscriptions, one `handle`, health reporting."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any, ClassVar
+
+from bus import Bus, Subscription
+from contracts import Msg
+from contracts.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Actor:
+    """Subclasses set `name`, declare `subscriptions()` and implement `handle(msg)`."""
+
+    name: ClassVar[str] = "actor"
+
+    def __init__(self, settings: Settings, bus: Bus) -> None:
+        self.settings = settings
+        self.config = settings.config
+        self.home = settings.home
+        self.bus = bus
+        self.subjects = bus.subjects
+        self.started = time.time()
+        self._loops: dict[str, float] = {}
+        self._background: list[asyncio.Task[Any]] = []
+
+    def subscriptions(self) -> list[tuple[Subscription, Any]]:
+        """(subscription, inbox union) pairs this actor consumes."""
+        return []
+
+    async def handle(self, msg: Any) -> None:
+        """Handle one inbox message; raise Retry or Reject to say otherwise."""
+        raise NotImplementedError
+
+    async def on_start(self) -> None:
+        """Called once connected and provisioned, before any message is fetched."""
+
+    async def on_stop(self) -> None:
+        """Called after consumers stopped, before the connection drains."""
+
+    def on_failure(self, exc: BaseException) -> None:
+        """Called when the actor is about to exit because of `exc`."""
+        log.error("actor %s failing: %r", self.name, exc)
+
+    def health_info(self) -> dict[str, Any]:
+        """Extra facts for the health record (e.g. executor mode, memory count)."""
+        return {}
+
+    def alive(self, loop: str) -> None:
+        """Record that one of this actor's own loops made progress (hung detection)."""
+        self._loops[loop] = time.time()
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], loop: str = "") -> None:
+        """Run a background loop for the actor's lifetime; its crash crashes the actor."""
+        task = asyncio.create_task(coro, name=loop or None)
+        self._background.append(task)
+
+    async def publish(self, subject: str, msg: Msg) -> bool:
+        return await self.bus.publish(subject, msg)

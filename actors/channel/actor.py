@@ -1,0 +1,70 @@
+"""The channel actor: platform adapters in, outbound messages out, each sent exactly once."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from actors.base import Actor
+from actors.channel.adapter import Adapter
+from actors.channel.terminal import TerminalAdapter
+from bus import Reject, Subscription
+from contracts import ApprovalPrompt, Notice, Reply, TerminalInput, short_hash
+
+log = logging.getLogger(__name__)
+
+ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
+NO_REPLY = "[NO_REPLY]"
+
+
+class ChannelActor(Actor):
+    name = "channel"
+
+    async def on_start(self) -> None:
+        self.adapters: dict[str, Adapter] = {}
+        if self.config.channels.terminal.enabled:
+            self.adapters["terminal"] = TerminalAdapter(self)
+        for adapter in self.adapters.values():
+            await adapter.start()
+
+    async def on_stop(self) -> None:
+        for adapter in self.adapters.values():
+            await adapter.stop()
+
+    def subscriptions(self) -> list[tuple[Subscription, Any]]:
+        s = self.subjects
+        # Outbound is ordered per sink chat, so a session's replies arrive in order.
+        out = Subscription(s.stream_out, "channel-out", (f"{s.p}.out.>",), ordered_by="")
+        cmd = Subscription(s.stream_cmd, "channel-cmd", (s.cmd("channel", "*"),), ordered_by="chat")
+        return [(out, ChannelInbox), (cmd, ChannelInbox)]
+
+    def health_info(self) -> dict[str, Any]:
+        return {"adapters": sorted(getattr(self, "adapters", {}))}
+
+    async def handle(self, msg: ChannelInbox) -> None:
+        match msg:
+            case TerminalInput():
+                adapter = self.adapters.get("terminal")
+                if adapter is None:
+                    raise Reject("the terminal channel is disabled (channels.terminal.enabled)")
+                await adapter.receive(msg)
+            case Reply() | ApprovalPrompt() | Notice():
+                await self._send(msg)
+
+    async def _send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
+        adapter = self.adapters.get(msg.sink.channel)
+        if adapter is None:
+            raise Reject(
+                f"no '{msg.sink.channel}' adapter is running; this build has: "
+                f"{', '.join(sorted(self.adapters)) or 'none'} (Telegram and Slack adapters "
+                "are not built yet)"
+            )
+        key = f"sent.{short_hash(msg.id, 32)}"
+        if await self.bus.kv_get(self.subjects.kv_done, key) is not None:
+            log.info("outbound %s already sent", msg.id)
+            return
+        if isinstance(msg, Reply) and msg.text.strip() in ("", NO_REPLY):
+            await adapter.suppressed(msg)
+        else:
+            await adapter.send(msg)
+        await self.bus.kv_put(self.subjects.kv_done, key, b"1")

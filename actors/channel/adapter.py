@@ -1,0 +1,36 @@
+"""What every platform adapter provides to the channel actor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contracts import ApprovalPrompt, Notice, Reply
+
+
+class Adapter:
+    """A platform: turns its updates into turns and sends outbound messages once."""
+
+    channel = "adapter"
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+        self.bus = actor.bus
+        self.subjects = actor.subjects
+        self.config = actor.config
+
+    async def start(self) -> None:
+        """Begin receiving (pollers, sockets)."""
+
+    async def stop(self) -> None:
+        """Stop receiving."""
+
+    async def receive(self, update: Any) -> None:
+        """Handle one platform update handed over through the bus."""
+        raise NotImplementedError
+
+    async def send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
+        """Deliver one outbound message to the platform."""
+        raise NotImplementedError
+
+    async def suppressed(self, msg: Reply) -> None:
+        """A reply the agent chose not to send ([NO_REPLY] or empty)."""

@@ -1,0 +1,91 @@
+"""The terminal adapter: `wintermute chat` talks to it through the bus, as the owner."""
+
+from __future__ import annotations
+
+import logging
+
+from actors.channel.adapter import Adapter
+from actors.common.redact import credential_guard
+from contracts import (
+    ApprovalDecision,
+    ApprovalPrompt,
+    Delivered,
+    Notice,
+    Reply,
+    SessionReset,
+    Sink,
+    TerminalInput,
+    TurnRequest,
+)
+
+log = logging.getLogger(__name__)
+
+HELP = (
+    "Commands: /approve ID, /deny ID, /reset (forget this conversation's history), /help. "
+    "Anything else goes to the agent."
+)
+
+
+class TerminalAdapter(Adapter):
+    channel = "terminal"
+
+    def principal(self, chat: str) -> str:
+        return f"terminal:{chat}"
+
+    async def receive(self, update: TerminalInput) -> None:
+        principal = self.principal(update.chat)
+        is_owner = principal in self.config.owner.principals
+        text = update.text.strip()
+        word, _, rest = text.partition(" ")
+        if word in ("/approve", "/deny"):
+            decision = ApprovalDecision(
+                id=f"{update.id}:decision", approval_id=rest.strip(), approved=word == "/approve",
+                principal=principal, is_owner=is_owner,
+            )
+            await self.bus.publish(self.subjects.cmd("approval", "decide"), decision)
+            await self._deliver(update, "notice", f"Sent: {word[1:]} {rest.strip()}.")
+            return
+        if word == "/reset":
+            await self.bus.publish(
+                self.subjects.cmd("planner", "reset"),
+                SessionReset(id=f"{update.id}:reset", session=principal),
+            )
+            await self._deliver(update, "notice", "This conversation's history was cleared.")
+            return
+        if word == "/help":
+            await self._deliver(update, "notice", HELP)
+            return
+        guard = credential_guard(text)
+        if guard.action == "block":
+            await self._deliver(update, "notice", guard.text)
+            return
+        turn = TurnRequest(
+            id=f"terminal:{update.id}", session=principal, principal=principal,
+            text=guard.text, reply_to=Sink(channel="terminal", chat=update.chat),
+            is_owner=is_owner,
+        )
+        await self.bus.publish(self.subjects.inbound("terminal", update.chat), turn)
+
+    async def _deliver(self, update: TerminalInput, kind: str, text: str) -> None:
+        out = Delivered(id=f"{update.id}:{kind}", chat=update.chat, kind=kind, text=text,
+                        ref=update.id)
+        await self.bus.publish(self.subjects.evt("channel", "delivered", update.chat), out)
+
+    async def send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
+        chat = msg.sink.chat
+        match msg:
+            case Reply():
+                out = Delivered(id=f"{msg.id}:delivered", chat=chat, kind="reply", text=msg.text,
+                                ref=msg.turn_id)
+            case ApprovalPrompt():
+                out = Delivered(id=f"{msg.id}:delivered", chat=chat, kind="approval",
+                                text=msg.summary, ref=msg.approval_id)
+            case Notice():
+                out = Delivered(id=f"{msg.id}:delivered", chat=chat, kind="notice", text=msg.text,
+                                ref=msg.id)
+        await self.bus.publish(self.subjects.evt("channel", "delivered", chat), out)
+
+    async def suppressed(self, msg: Reply) -> None:
+        out = Delivered(id=f"{msg.id}:delivered", chat=msg.sink.chat, kind="suppressed",
+                        text="", ref=msg.turn_id)
+        await self.bus.publish(self.subjects.evt("channel", "delivered", msg.sink.chat), out)

@@ -1,0 +1,47 @@
+"""The executor's policy gate: who may call a tool, and which commands need the owner's approval."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+DEFAULT_OWNER_ONLY = frozenset({"execute_command"})
+
+
+class Decision(msgspec.Struct, frozen=True):
+    """A verdict ('allow', 'approve' or 'deny') and a sentence explaining it."""
+
+    verdict: str
+    reason: str = ""
+
+
+class PolicyGate:
+    """Decides whether a tool call runs, needs the owner's approval, or is refused."""
+
+    def __init__(
+        self, risky_patterns: Iterable[str], owner_only_tools: Iterable[str] = DEFAULT_OWNER_ONLY
+    ) -> None:
+        """Compile the risky command regexes (re.error on a bad one)."""
+        self.risky = [re.compile(pattern) for pattern in risky_patterns]
+        self.owner_only = frozenset(owner_only_tools)
+
+    def decide(self, tool: str, arguments: dict[str, Any], is_owner: bool) -> Decision:
+        """Return the verdict for one tool call."""
+        if tool in self.owner_only and not is_owner:
+            return Decision("deny", f"Only the owner may use {tool}; this request was refused.")
+        if tool != "execute_command":
+            return Decision("allow")
+        command = arguments.get("command")
+        if not isinstance(command, str) or not command.strip():
+            return Decision("deny", "execute_command needs a non-empty 'command' string.")
+        for pattern in self.risky:
+            if pattern.search(command):
+                return Decision(
+                    "approve",
+                    f"The command matches the risky pattern {pattern.pattern!r}, "
+                    "so it needs the owner's approval.",
+                )
+        return Decision("allow")

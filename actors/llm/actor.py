@@ -1,0 +1,102 @@
+"""The llm actor: the only process holding model keys. Routes, falls back, counts tokens."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from actors.base import Actor
+from actors.common import budget
+from actors.common.secrets import load_dotenv
+from bus import Subscription
+from contracts import LlmRequest, LlmResponse
+
+log = logging.getLogger(__name__)
+
+NO_MODEL = (
+    "No language model is configured, so I can't answer yet. Set [models] default = "
+    '"openai/gpt-4o-mini" (or anthropic/…, ollama/…) in ~/.wintermute/config.toml or '
+    "WM__MODELS__DEFAULT, put the provider's key (e.g. OPENAI_API_KEY) in ~/.wintermute/.env, "
+    "and restart `wintermute up`."
+)
+
+PROVIDER_VARS = (
+    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+    "OLLAMA_HOST",
+)
+
+
+class LlmActor(Actor):
+    name = "llm"
+
+    async def on_start(self) -> None:
+        # Keys live in .env; only this process reads the provider ones into its environment.
+        for key, value in load_dotenv(self.home / ".env").items():
+            if key in PROVIDER_VARS and key not in os.environ:
+                os.environ[key] = value
+        self.calls = 0
+
+    def subscriptions(self) -> list[tuple[Subscription, Any]]:
+        s = self.subjects
+        sub = Subscription(
+            s.stream_cmd, "llm", (s.cmd("llm", "*"),), ack_wait=30, ordered_by="",
+            concurrency=8,
+        )
+        return [(sub, LlmRequest)]
+
+    def chain(self, role: str) -> list[str]:
+        """Models to try, in order: role (or skill) override or default, then the fallbacks."""
+        from actors.llm.providers import model_from_env
+
+        models = self.config.models
+        first = models.skills.get(role) or models.roles.get(role) or models.default
+        first = first or model_from_env()
+        chain = [first] if first else []
+        chain += [m for m in models.fallback if m and m not in chain]
+        return chain
+
+    def health_info(self) -> dict[str, Any]:
+        return {"models": self.chain("default"), "calls": getattr(self, "calls", 0)}
+
+    async def handle(self, req: LlmRequest) -> None:
+        response = await self._respond(req)
+        subject = self.subjects.evt("llm", "response", req.session)
+        await self.publish(subject, response)
+
+    async def _respond(self, req: LlmRequest) -> LlmResponse:
+        base = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
+                "step": req.step, "request_id": req.id}
+        chain = self.chain(req.role)
+        if not chain:
+            return LlmResponse(**base, error=NO_MODEL)
+        over = await budget.exhausted(self.bus, self.config.budget, req.session)
+        if over:
+            return LlmResponse(**base, error=over)
+        from actors.llm.providers import ProviderError, complete
+
+        failures: list[str] = []
+        for spec in chain:
+            try:
+                self.calls += 1
+                done = await complete(
+                    spec, req.messages, req.tools, max_tokens=req.max_tokens,
+                    timeout=self.config.models.timeout_secs,
+                )
+            except ProviderError as exc:
+                log.warning("model %s failed: %s", spec, exc.message)
+                failures.append(f"{spec}: {exc.message}")
+                continue
+            tokens = done.usage.input_tokens + done.usage.output_tokens
+            await budget.add(self.bus, budget.day_key(), tokens)
+            await budget.add(self.bus, budget.session_key(req.session), tokens)
+            return LlmResponse(
+                **base, content=done.content, tool_calls=done.tool_calls, model=spec,
+                usage=done.usage,
+            )
+        detail = " ".join(failures)
+        return LlmResponse(
+            **base,
+            error=f"I couldn't reach any configured model, so this message went unanswered. "
+            f"{detail} Check the model server and [models] in config.toml, then ask again.",
+        )

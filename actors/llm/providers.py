@@ -1,0 +1,299 @@
+"""One call to a chat model through the official anthropic, openai or ollama SDK.
+
+Each SDK is imported inside the function that uses it, so a process pays only for the
+provider it talks to. Clients are cached per provider (and event loop) to reuse pools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from actors.llm import _convert
+from contracts.llm import ChatMessage, ToolCall, ToolSpec, Usage
+
+PROVIDERS = ("anthropic", "openai", "ollama")
+
+#: The model used when the config names none, by the first provider configured.
+DEFAULT_MODELS = {
+    "anthropic": "anthropic/claude-sonnet-4-5",
+    "openai": "openai/gpt-4o-mini",
+    "ollama": "ollama/llama3.2",
+}
+
+#: Retries the anthropic and openai SDKs make themselves (with backoff) before we see an error.
+SDK_MAX_RETRIES = 2
+
+#: Key sent to a local server that needs none (the SDKs refuse to run without one).
+PLACEHOLDER_KEY = "not-needed"
+
+_HINTS = {
+    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "your network"),
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "the model server"),
+    "ollama": ("OLLAMA_HOST", "OLLAMA_API_KEY", "that `ollama serve` is running"),
+}
+
+_clients: dict[str, tuple[asyncio.AbstractEventLoop, Any]] = {}
+
+
+class ProviderError(Exception):
+    """A model call failed; `message` says what happened and what to do."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retryable = retryable
+
+
+class Completion(msgspec.Struct, frozen=True, kw_only=True):
+    """The model's answer: text, tool calls, token usage and "provider/model" that answered."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = msgspec.field(default_factory=list)
+    usage: Usage = msgspec.field(default_factory=Usage)
+    model: str = ""
+
+
+def provider_configured(provider: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the environment holds what `provider` needs to be reached."""
+    keys = {
+        "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+        "openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+        "ollama": ("OLLAMA_HOST",),
+    }.get(provider, ())
+    return any(environ.get(k) for k in keys)
+
+
+def model_from_env(environ: Mapping[str, str] = os.environ) -> str:
+    """A default "provider/model" for the first configured provider, or "" when none is."""
+    for provider in PROVIDERS:
+        if provider_configured(provider, environ):
+            return DEFAULT_MODELS[provider]
+    return ""
+
+
+def reset_clients() -> None:
+    """Forget cached clients so the next call reads the environment again (for tests)."""
+    _clients.clear()
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """Split "provider/model" (the model may itself contain slashes)."""
+    provider, _, model = spec.partition("/")
+    if provider not in PROVIDERS or not model:
+        raise ProviderError(
+            f"The model '{spec}' is not of the form provider/model with provider one of "
+            f"{', '.join(PROVIDERS)}; fix the model name in the config.",
+            retryable=False,
+        )
+    return provider, model
+
+
+async def complete(
+    spec: str,
+    messages: list[ChatMessage],
+    tools: list[ToolSpec],
+    *,
+    max_tokens: int = 4096,
+    timeout: float = 120.0,  # noqa: ASYNC109 - passed to the SDKs, which enforce it per request
+) -> Completion:
+    """Ask the model named by `spec` ("provider/model") for the next message."""
+    provider, model = split_spec(spec)
+    call = {"anthropic": _anthropic, "openai": _openai, "ollama": _ollama}[provider]
+    try:
+        client = _client(provider)
+        content, calls, usage, reported = await call(client, model, messages, tools, max_tokens, timeout)
+    except ProviderError:
+        raise
+    except Exception as exc:
+        raise _map_error(provider, model, timeout, exc) from exc
+    return Completion(content=content, tool_calls=calls, usage=usage, model=f"{provider}/{reported or model}")
+
+
+def _client(provider: str) -> Any:
+    """The cached SDK client for `provider`, built on first use in this event loop."""
+    loop = asyncio.get_running_loop()
+    cached = _clients.get(provider)
+    if cached is not None and cached[0] is loop:
+        return cached[1]
+    env = os.environ
+    if provider == "anthropic":
+        import anthropic
+
+        kw: dict[str, Any] = {"max_retries": SDK_MAX_RETRIES}
+        if env.get("ANTHROPIC_BASE_URL") and not (env.get("ANTHROPIC_API_KEY") or env.get("ANTHROPIC_AUTH_TOKEN")):
+            kw["api_key"] = PLACEHOLDER_KEY
+        client: Any = anthropic.AsyncAnthropic(**kw)
+    elif provider == "openai":
+        import openai
+
+        kw = {"max_retries": SDK_MAX_RETRIES}
+        if env.get("OPENAI_BASE_URL") and not env.get("OPENAI_API_KEY"):
+            kw["api_key"] = PLACEHOLDER_KEY
+        client = openai.AsyncOpenAI(**kw)
+    else:
+        import ollama
+
+        client = ollama.AsyncClient()
+    _clients[provider] = (loop, client)
+    return client
+
+
+async def _anthropic(client: Any, model: str, messages: list[ChatMessage], tools: list[ToolSpec],
+                     max_tokens: int, seconds: float) -> tuple[str, list[ToolCall], Usage, str]:
+    """One Messages API call."""
+    system, msgs = _convert.anthropic_messages(messages)
+    kw: dict[str, Any] = {}
+    if system:
+        kw["system"] = system
+    if tools:
+        kw["tools"] = _convert.anthropic_tools(tools)
+    resp = await client.messages.create(
+        model=model, messages=msgs, max_tokens=max_tokens, timeout=seconds, **kw
+    )
+    return _convert.anthropic_result(resp)
+
+
+async def _openai(client: Any, model: str, messages: list[ChatMessage], tools: list[ToolSpec],
+                  max_tokens: int, seconds: float) -> tuple[str, list[ToolCall], Usage, str]:
+    """One Chat Completions call."""
+    kw: dict[str, Any] = {}
+    if tools:
+        kw["tools"] = _convert.openai_tools(tools)
+    # api.openai.com's newer models only accept max_completion_tokens; local servers know max_tokens.
+    limit = "max_tokens" if os.environ.get("OPENAI_BASE_URL") else "max_completion_tokens"
+    kw[limit] = max_tokens
+    resp = await client.chat.completions.create(
+        model=model, messages=_convert.openai_messages(messages), timeout=seconds, **kw
+    )
+    if not resp.choices:
+        raise ProviderError(
+            f"The openai provider returned no answer for model '{model}'. Try again.", retryable=True
+        )
+    return _convert.openai_result(resp)
+
+
+async def _ollama(client: Any, model: str, messages: list[ChatMessage], tools: list[ToolSpec],
+                  max_tokens: int, seconds: float) -> tuple[str, list[ToolCall], Usage, str]:
+    """One /api/chat call (non-streaming); the SDK has no per-call timeout, so asyncio enforces it."""
+    resp = await asyncio.wait_for(
+        client.chat(
+            model=model,
+            messages=_convert.ollama_messages(messages),
+            tools=_convert.ollama_tools(tools) or None,
+            stream=False,
+            options={"num_predict": max_tokens},
+        ),
+        seconds,
+    )
+    return _convert.ollama_result(resp)
+
+
+def _base_url(provider: str) -> str:
+    """Where the provider's client sends requests, for error messages."""
+    cached = _clients.get(provider)
+    client = cached[1] if cached else None
+    if provider == "ollama":
+        inner = getattr(client, "_client", None)
+        return str(getattr(inner, "base_url", "") or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434")
+    url = getattr(client, "base_url", None)
+    default = "https://api.anthropic.com" if provider == "anthropic" else "https://api.openai.com/v1"
+    return str(url or os.environ.get(_HINTS[provider][0]) or default)
+
+
+def _detail(exc: BaseException) -> str:
+    """The most specific text in an exception's cause chain."""
+    seen: set[int] = set()
+    best = ""
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur).strip()
+        if text:
+            best = text.rstrip(".")
+        cur = cur.__cause__ or cur.__context__
+    return best or type(exc).__name__
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status of an SDK error, if it came from a response."""
+    status = getattr(exc, "status_code", None)
+    return status if isinstance(status, int) and status >= 400 else None
+
+
+def _api_message(exc: BaseException) -> str:
+    """The server's own explanation of an HTTP error."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str):
+            return err
+    return str(getattr(exc, "error", "") or getattr(exc, "message", "") or exc)
+
+
+def _sentence(text: str) -> str:
+    """`text` without trailing periods, so it can sit inside a sentence."""
+    return text.strip().rstrip(".") or "no details"
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    """Whether the request never got an HTTP answer (refused, reset, DNS, TLS)."""
+    if isinstance(exc, OSError):  # ConnectionError included
+        return True
+    names = {c.__name__ for c in type(exc).__mro__}
+    return bool(names & {"APIConnectionError", "TransportError", "NetworkError", "ConnectError",
+                         "RemoteProtocolError", "ProtocolError"})
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether the call ran out of time (SDK, httpx or asyncio timeout)."""
+    if isinstance(exc, TimeoutError):
+        return True
+    return any(c.__name__ in ("APITimeoutError", "TimeoutException") for c in type(exc).__mro__)
+
+
+def _map_error(provider: str, model: str, timeout: float, exc: Exception) -> ProviderError:
+    """Translate an SDK exception into a ProviderError a user can act on."""
+    url_var, key_var, what = _HINTS[provider]
+    status = _status_of(exc)
+    if status is not None:
+        api = _sentence(_api_message(exc))
+        head = f"The {provider} provider answered HTTP {status} for model '{model}': {api}."
+        if status in (401, 403):
+            return ProviderError(f"{head} Check {key_var} (and {url_var}).", retryable=False)
+        if status == 404:
+            return ProviderError(f"{head} Check the model name in the config and {url_var}.", retryable=False)
+        if status == 429:
+            return ProviderError(f"{head} The provider is rate limiting; wait and try again.", retryable=True)
+        if status in (408, 409) or status >= 500:
+            return ProviderError(f"{head} This is usually temporary; try again.", retryable=True)
+        return ProviderError(f"{head} The request was refused; check the model and its options.", retryable=False)
+    if _is_timeout(exc):
+        return ProviderError(
+            f"The {provider} provider did not answer within {timeout:g} s (model '{model}'). "
+            "Try again, raise the timeout or pick a faster model.",
+            retryable=True,
+        )
+    if _is_connection_error(exc):
+        return ProviderError(
+            f"The {provider} provider could not be reached at {_base_url(provider)}: {_detail(exc)}. "
+            f"Check {url_var} or {what}.",
+            retryable=True,
+        )
+    text = _detail(exc)
+    if "credential" in text.lower() or "authentication method" in text.lower() or "api_key" in text:
+        return ProviderError(
+            f"The {provider} provider has no credentials: {text}. Set {key_var} "
+            f"(or {url_var} for a local server).",
+            retryable=False,
+        )
+    return ProviderError(
+        f"The {provider} provider failed for model '{model}': {type(exc).__name__}: {text}.",
+        retryable=False,
+    )

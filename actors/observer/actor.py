@@ -1,0 +1,80 @@
+"""The observer: the JSONL event log of everything on the bus, and session-idle events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import Any
+
+import msgspec
+
+from actors.base import Actor
+from bus import Subscription
+from contracts import SessionIdle
+
+log = logging.getLogger(__name__)
+
+_peek = msgspec.json.Decoder(dict[str, Any])
+
+
+class ObserverActor(Actor):
+    name = "observer"
+
+    async def on_start(self) -> None:
+        logs = self.home / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        self.log_path = logs / "events.jsonl"
+        self.last_activity: dict[str, float] = {}
+        self.idle_sent: dict[str, float] = {}
+        self.spawn(self._idle_loop(), "idle")
+
+    def subscriptions(self) -> list[tuple[Subscription, Any]]:
+        s = self.subjects
+        subs = []
+        for stream, durable in (
+            (s.stream_in, "observer-in"), (s.stream_out, "observer-out"),
+            (s.stream_cmd, "observer-cmd"), (s.stream_evt, "observer-evt"),
+            (s.stream_dlq, "observer-dlq"),
+        ):
+            # Raw: the observer logs whatever arrives, garbage included, and never rejects it.
+            sub = Subscription(stream, durable, (f"{s.p}.>",), ordered_by="", dedupe=False,
+                               concurrency=1)
+            subs.append((sub, msgspec.Raw))
+        return subs
+
+    async def handle(self, raw: msgspec.Raw) -> None:
+        data = bytes(raw)
+        try:
+            payload = _peek.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            payload = {"type": "unparsed", "raw": data[:2000].decode("utf-8", "replace")}
+        line = {
+            "ts": payload.get("ts", time.time()),
+            "type": payload.get("type"),
+            "id": payload.get("id"),
+            "session": payload.get("session"),
+            "payload": payload,
+        }
+        with self.log_path.open("a") as fh:
+            fh.write(json.dumps(line, default=str) + "\n")
+        session = payload.get("session")
+        if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):
+            self.last_activity[session] = time.time()
+
+    async def _idle_loop(self) -> None:
+        idle = self.config.observer.idle_secs
+        while True:
+            self.alive("idle")
+            now = time.time()
+            for session, last in list(self.last_activity.items()):
+                if now - last >= idle and self.idle_sent.get(session) != last:
+                    event = SessionIdle(
+                        id=f"idle:{session}:{int(last)}", session=session, idle_secs=now - last,
+                        last_activity=last,
+                    )
+                    await self.publish(self.subjects.evt("session", "idle", session), event)
+                    self.idle_sent[session] = last
+                    del self.last_activity[session]
+            await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

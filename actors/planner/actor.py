@@ -1,0 +1,253 @@
+"""The planner: one event-driven state machine per session, persisted in KV.
+
+It never blocks on another actor. Each inbox event (a turn, recalled memories, a model
+response, a tool result) advances the session's state, publishes what comes next with
+deterministic ids, then saves the state. A crash between publish and save re-publishes the
+same ids on redelivery, which JetStream dedupes; a crash after the save finds the event
+already applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import msgspec
+
+from actors.base import Actor
+from actors.planner import context
+from actors.planner.state import SessionState, TurnState, dump, load
+from bus import Subscription
+from contracts import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    Recall,
+    Recalled,
+    Reply,
+    SessionReset,
+    ToolRequest,
+    ToolResult,
+    ToolSpec,
+    TurnRequest,
+    short_hash,
+)
+
+log = logging.getLogger(__name__)
+
+PlannerInbox = TurnRequest | Recalled | LlmResponse | ToolResult | SessionReset
+_tools_dec = msgspec.json.Decoder(list[ToolSpec])
+
+
+class PlannerActor(Actor):
+    name = "planner"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def subscriptions(self) -> list[tuple[Subscription, Any]]:
+        s = self.subjects
+        return [
+            (Subscription(s.stream_in, "planner-in", (f"{s.p}.in.>",)), PlannerInbox),
+            (
+                Subscription(
+                    s.stream_evt,
+                    "planner-evt",
+                    (
+                        f"{s.p}.evt.llm.response.>",
+                        f"{s.p}.evt.tool.result.>",
+                        f"{s.p}.evt.memory.recalled.>",
+                    ),
+                ),
+                PlannerInbox,
+            ),
+            (Subscription(s.stream_cmd, "planner-cmd", (s.cmd("planner", "*"),)), PlannerInbox),
+        ]
+
+    # -- state -----------------------------------------------------------------------------
+
+    def _key(self, session: str) -> str:
+        return f"s.{short_hash(session, 32)}"
+
+    async def _load(self, session: str) -> SessionState:
+        return load(await self.bus.kv_get(self.subjects.kv_sessions, self._key(session)), session)
+
+    async def _save(self, state: SessionState) -> None:
+        await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session), dump(state))
+
+    async def handle(self, msg: PlannerInbox) -> None:
+        # The planner reads three streams; one lock per session keeps its events in order.
+        lock = self._locks.setdefault(msg.session, asyncio.Lock())
+        async with lock:
+            state = await self._load(msg.session)
+            if await self._apply(state, msg):
+                await self._save(state)
+
+    async def _apply(self, state: SessionState, msg: PlannerInbox) -> bool:
+        match msg:
+            case TurnRequest():
+                return await self._on_turn(state, msg)
+            case Recalled():
+                return await self._on_recalled(state, msg)
+            case LlmResponse():
+                return await self._on_llm(state, msg)
+            case ToolResult(deferred=True):
+                return await self._on_turn(state, self._deferred_turn(msg))
+            case ToolResult():
+                return await self._on_tool(state, msg)
+            case SessionReset():
+                state.history = []
+                log.info("session history reset")
+                return True
+        return False
+
+    # -- turns -----------------------------------------------------------------------------
+
+    async def _on_turn(self, state: SessionState, req: TurnRequest) -> bool:
+        if state.knows(req.id):
+            log.info("turn %s already accepted", req.id)
+            return False
+        if state.active is not None:
+            state.queue.append(req)
+            return True
+        await self._start(state, req)
+        return True
+
+    async def _start(self, state: SessionState, req: TurnRequest) -> None:
+        state.active = TurnState(request=req)
+        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
+        await self.publish(self.subjects.cmd("memory", "recall"), recall)
+
+    def _deferred_turn(self, result: ToolResult) -> TurnRequest:
+        status = "succeeded" if result.ok else "failed"
+        text = (
+            f"[Event] The earlier {result.name} call {result.call_id} {status} after its turn "
+            f"ended. Tell the user what happened.\n{result.output}"
+        )
+        sink = result.reply_to
+        if sink is None:
+            from contracts import Sink
+
+            sink = Sink.parse(self.config.owner.sink)
+        return TurnRequest(
+            id=f"{result.id}:turn", session=result.session, principal="event", text=text,
+            reply_to=sink, is_owner=True, origin="event",
+        )
+
+    async def _on_recalled(self, state: SessionState, msg: Recalled) -> bool:
+        turn = state.active
+        if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
+            return False
+        budget_note = await self._budget_note()
+        system = context.system_prompt(self.settings, msg.hits, budget_note)
+        turn.messages = [
+            ChatMessage(role="system", content=system),
+            *state.history,
+            context.user_message(turn.request),
+        ]
+        turn.new_from = len(turn.messages) - 1
+        turn.phase = "llm"
+        await self._ask_model(turn, await self._tools())
+        return True
+
+    async def _ask_model(self, turn: TurnState, tools: list[ToolSpec]) -> None:
+        req = LlmRequest(
+            id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
+            turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
+        )
+        await self.publish(self.subjects.cmd("llm", "complete"), req)
+
+    async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
+        turn = state.active
+        if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
+            return False
+        if turn.step != msg.step:
+            return False
+        if msg.error:
+            await self._finish(state, msg.error, record=False)
+            return True
+        turn.messages.append(
+            ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
+        )
+        if not msg.tool_calls:
+            await self._finish(state, msg.content)
+            return True
+        limit = self.config.budget.max_tool_calls_per_turn
+        turn.phase = "tools"
+        turn.calls = [c.id for c in msg.tool_calls]
+        turn.results = {}
+        for i, call in enumerate(msg.tool_calls):
+            if turn.tool_calls_used >= limit:
+                turn.results[call.id] = ToolResult(
+                    id=f"{turn.turn_id}:tool:{turn.step}:{i}:limit", session=state.session,
+                    turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
+                    ok=False, output=f"Not run: this turn reached its limit of {limit} tool "
+                    "calls (budget.max_tool_calls_per_turn). Answer with what you have.",
+                )
+                continue
+            turn.tool_calls_used += 1
+            req = ToolRequest(
+                id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
+                turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
+                arguments=call.arguments, is_owner=turn.request.is_owner,
+                reply_to=turn.request.reply_to,
+            )
+            await self.publish(self.subjects.cmd("executor", "run"), req)
+        await self._maybe_continue(state, turn)
+        return True
+
+    async def _on_tool(self, state: SessionState, msg: ToolResult) -> bool:
+        turn = state.active
+        if turn is None or turn.turn_id != msg.turn_id or turn.phase != "tools":
+            return False
+        if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
+            return False
+        turn.results[msg.call_id] = msg
+        await self._maybe_continue(state, turn)
+        return True
+
+    async def _maybe_continue(self, state: SessionState, turn: TurnState) -> None:
+        if any(c not in turn.results for c in turn.calls):
+            return
+        for call_id in turn.calls:
+            result = turn.results[call_id]
+            turn.messages.append(
+                ChatMessage(role="tool", content=result.output, tool_call_id=call_id,
+                            name=result.name)
+            )
+        turn.step += 1
+        turn.phase = "llm"
+        turn.calls, turn.results = [], {}
+        limit_hit = turn.tool_calls_used >= self.config.budget.max_tool_calls_per_turn
+        await self._ask_model(turn, [] if limit_hit else await self._tools())
+
+    async def _finish(self, state: SessionState, text: str, record: bool = True) -> None:
+        turn = state.active
+        assert turn is not None
+        req = turn.request
+        reply = Reply(
+            id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
+            sink=req.reply_to, text=text,
+        )
+        await self.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat), reply)
+        if record:
+            state.append_history(turn.messages[turn.new_from :])
+        state.remember_turn(turn.turn_id)
+        state.active = None
+        if state.queue:
+            nxt = state.queue.pop(0)
+            await self._start(state, nxt)
+
+    # -- shared facts ------------------------------------------------------------------------
+
+    async def _tools(self) -> list[ToolSpec]:
+        """Tool definitions the executor published; none if it has not started yet."""
+        data = await self.bus.kv_get(self.subjects.kv_state, "tools")
+        return _tools_dec.decode(data) if data else []
+
+    async def _budget_note(self) -> str:
+        from actors.common.budget import budget_note
+
+        return await budget_note(self.bus, self.config.budget)

@@ -1,0 +1,75 @@
+"""Planner session state, persisted in KV so a planner restart loses no history or turn."""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts import ChatMessage, ToolResult, TurnRequest
+
+HISTORY_MESSAGES = 40
+TOOL_OUTPUT_IN_HISTORY = 2000
+RECENT_TURNS = 64
+
+
+class TurnState(msgspec.Struct, kw_only=True):
+    """The turn in progress: where it is and what the model has seen so far."""
+
+    request: TurnRequest
+    phase: str = "recall"  # recall -> llm <-> tools
+    step: int = 0
+    messages: list[ChatMessage] = msgspec.field(default_factory=list)
+    calls: list[str] = msgspec.field(default_factory=list)  # call ids awaited, in order
+    results: dict[str, ToolResult] = msgspec.field(default_factory=dict)
+    tool_calls_used: int = 0
+    new_from: int = 0  # index in messages where this turn's own messages start
+
+    @property
+    def turn_id(self) -> str:
+        return self.request.id
+
+
+class SessionState(msgspec.Struct, kw_only=True):
+    """One session's mailbox: history, the active turn and turns waiting behind it."""
+
+    session: str
+    history: list[ChatMessage] = msgspec.field(default_factory=list)
+    active: TurnState | None = None
+    queue: list[TurnRequest] = msgspec.field(default_factory=list)
+    recent: list[str] = msgspec.field(default_factory=list)
+
+    def knows(self, turn_id: str) -> bool:
+        """Whether this turn was already accepted (running, queued or finished)."""
+        if self.active is not None and self.active.turn_id == turn_id:
+            return True
+        return turn_id in self.recent or any(q.id == turn_id for q in self.queue)
+
+    def remember_turn(self, turn_id: str) -> None:
+        self.recent = [*self.recent, turn_id][-RECENT_TURNS:]
+
+    def append_history(self, messages: list[ChatMessage]) -> None:
+        """Keep the last messages, shortening tool outputs, starting at a user message."""
+        kept = [*self.history, *(_shorten(m) for m in messages)][-HISTORY_MESSAGES:]
+        while kept and kept[0].role != "user":
+            kept.pop(0)
+        self.history = kept
+
+
+def _shorten(message: ChatMessage) -> ChatMessage:
+    if message.role == "tool" and len(message.content) > TOOL_OUTPUT_IN_HISTORY:
+        cut = message.content[:TOOL_OUTPUT_IN_HISTORY]
+        return msgspec.structs.replace(message, content=cut + "\n[... shortened in history]")
+    return message
+
+
+_enc = msgspec.json.Encoder()
+_dec = msgspec.json.Decoder(SessionState)
+
+
+def dump(state: SessionState) -> bytes:
+    return _enc.encode(state)
+
+
+def load(data: bytes | None, session: str) -> SessionState:
+    if not data:
+        return SessionState(session=session)
+    return _dec.decode(data)

@@ -1,0 +1,126 @@
+"""Runs one actor as a process: connect, provision, consume, report health, stop gracefully."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+import time
+from typing import Any
+
+from actors import ACTORS
+from actors.base import Actor
+from bus import Bus, Consumer
+from bus import logs as buslogs
+from contracts import Health
+from contracts.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def actor_class(name: str) -> type[Actor]:
+    """Import the actor's module only now, so each process pays only for what it uses."""
+    try:
+        target = ACTORS[name]
+    except KeyError:
+        raise SystemExit(f"unknown actor {name!r}; actors are: {', '.join(ACTORS)}") from None
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)  # type: ignore[no-any-return]
+
+
+async def connect_bus(settings: Settings, name: str) -> Bus:
+    cfg = settings.config.nats
+    if not cfg.url:
+        raise SystemExit(
+            "no NATS URL: set [nats] url in config.toml or WM__NATS__URL, "
+            "or start everything with `wintermute up`"
+        )
+    bus = Bus(cfg.url, cfg.prefix, name=f"wintermute-{name}")
+    await bus.connect(timeout=30, credentials=cfg.credentials)
+    await bus.provision()
+    return bus
+
+
+class ActorProcess:
+    """Owns one actor instance and its consumers for the life of the process."""
+
+    def __init__(self, actor: Actor) -> None:
+        self.actor = actor
+        self.consumers: list[Consumer] = []
+        self._stop = asyncio.Event()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def health(self) -> Health:
+        loops = dict(self.actor._loops)
+        for c in self.consumers:
+            loops[f"fetch:{c.sub.durable}"] = c.stats.last_fetch_ok
+        return Health(
+            actor=self.actor.name,
+            pid=os.getpid(),
+            started=self.actor.started,
+            ts=time.time(),
+            handled=sum(c.stats.handled for c in self.consumers),
+            failed=sum(c.stats.failed for c in self.consumers),
+            loops=loops,
+            info=self.actor.health_info(),
+        )
+
+    async def _report_health(self) -> None:
+        interval = self.actor.config.supervisor.health_interval_secs
+        bucket = self.actor.subjects.kv_health
+        while True:
+            with contextlib.suppress(Exception):
+                await self.actor.bus.kv_put(bucket, self.actor.name, self.health())
+            await asyncio.sleep(interval)
+
+    async def run(self) -> None:
+        actor = self.actor
+        await actor.on_start()
+        tasks: list[asyncio.Task[Any]] = []
+        for sub, inbox in actor.subscriptions():
+            consumer = Consumer(actor.bus, actor.name, sub, inbox, actor.handle)
+            self.consumers.append(consumer)
+            tasks.append(asyncio.create_task(consumer.run(), name=f"consume:{sub.durable}"))
+        tasks.append(asyncio.create_task(self._report_health(), name="health"))
+        tasks.extend(actor._background)
+        stopper = asyncio.create_task(self._stop.wait(), name="stop")
+        log.info("actor %s running (pid %s)", actor.name, os.getpid())
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        failure = next((t.exception() for t in done if t is not stopper and t.exception()), None)
+        if failure is None:
+            crashed = [t for t in done if t is not stopper]
+            if crashed:
+                failure = RuntimeError(f"loop {crashed[0].get_name()} ended unexpectedly")
+        grace = actor.config.supervisor.stop_grace_secs - 1
+        await asyncio.gather(*(c.stop(grace) for c in self.consumers), return_exceptions=True)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        stopper.cancel()
+        with contextlib.suppress(Exception):
+            await actor.on_stop()
+        if failure is not None:
+            actor.on_failure(failure)
+            raise failure
+
+
+async def run_actor(name: str, settings: Settings) -> None:
+    """Entry point of `wintermute actor NAME`."""
+    buslogs.setup(name, settings.config.logging.level)
+    cls = actor_class(name)
+    bus = await connect_bus(settings, name)
+    proc = ActorProcess(cls(settings, bus))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, proc.request_stop)
+    try:
+        await proc.run()
+    finally:
+        with contextlib.suppress(Exception):
+            await bus.kv_put(bus.subjects.kv_health, name, b"")
+        await bus.close()

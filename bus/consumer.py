@@ -1,0 +1,247 @@
+"""Durable pull consumers: decode at the edge, map handler outcomes to ack / nak / term + DLQ."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from nats.aio.msg import Msg as NatsMsg
+from nats.js import api
+
+from bus import logs, tracing
+from bus.codec import decoder_for
+from bus.connection import Bus
+from contracts import DeadLetter, Msg, short_hash
+
+log = logging.getLogger(__name__)
+
+
+class Retry(Exception):
+    """Handler outcome: not now, deliver again after `delay` seconds."""
+
+    def __init__(self, reason: str, delay: float = 1.0) -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
+class Reject(Exception):
+    """Handler outcome: this message can never be handled; dead-letter it with the reason."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A durable pull consumer an actor reads from, declared next to the actor."""
+
+    stream: str
+    durable: str
+    filters: tuple[str, ...]
+    ack_wait: float = 30.0
+    max_deliver: int = 5  # attempts; one extra delivery catches crash loops
+    max_ack_pending: int = 256
+    concurrency: int = 16
+    ordered_by: str = "session"  # attribute that keys in-order handling; "" for none
+    dedupe: bool = True  # skip messages already handled (done marker in KV)
+
+
+Handler = Callable[[Any], Awaitable[None]]
+
+
+@dataclass
+class ConsumerStats:
+    handled: int = 0
+    failed: int = 0
+    dead_lettered: int = 0
+    last_fetch_ok: float = field(default_factory=time.time)
+
+
+class Consumer:
+    """Runs one Subscription: fetch, decode, order per key, handle, settle."""
+
+    def __init__(
+        self, bus: Bus, actor: str, sub: Subscription, inbox: Any, handler: Handler
+    ) -> None:
+        self.bus = bus
+        self.actor = actor
+        self.sub = sub
+        self.decoder = decoder_for(inbox)
+        self.handler = handler
+        self.stats = ConsumerStats()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._slots = asyncio.Semaphore(sub.concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._stopping = asyncio.Event()
+
+    async def _subscribe(self) -> Any:
+        cfg = api.ConsumerConfig(
+            durable_name=self.sub.durable,
+            name=self.sub.durable,
+            ack_policy=api.AckPolicy.EXPLICIT,
+            ack_wait=self.sub.ack_wait,
+            max_deliver=self.sub.max_deliver + 1,
+            max_ack_pending=self.sub.max_ack_pending,
+            deliver_policy=api.DeliverPolicy.ALL,
+        )
+        if len(self.sub.filters) == 1:
+            cfg.filter_subject = self.sub.filters[0]
+        else:
+            cfg.filter_subjects = list(self.sub.filters)
+        await self.bus.js.add_consumer(self.sub.stream, config=cfg)
+        return await self.bus.js.pull_subscribe_bind(
+            durable=self.sub.durable, stream=self.sub.stream
+        )
+
+    async def run(self) -> None:
+        """Fetch until stopped; re-creates the subscription after server restarts."""
+        psub = None
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                if psub is None:
+                    psub = await self._subscribe()
+                await self._slots.acquire()
+                self._slots.release()
+                msgs = await psub.fetch(batch=self.sub.concurrency, timeout=1.0)
+                self.stats.last_fetch_ok = time.time()
+                failures = 0
+            except asyncio.CancelledError:
+                raise
+            except TimeoutError:
+                self.stats.last_fetch_ok = time.time()
+                continue
+            except Exception as exc:  # noqa: BLE001 - server restart, consumer gone: resubscribe
+                failures += 1
+                log.warning("fetch on %s failed (%s); resubscribing", self.sub.durable, exc)
+                if psub is not None:
+                    with contextlib.suppress(Exception):
+                        await psub.unsubscribe()
+                psub = None
+                await asyncio.sleep(min(0.25 * failures, 2.0))
+                continue
+            for raw in msgs:
+                await self._slots.acquire()
+                task = asyncio.create_task(self._process(raw))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def stop(self, grace: float) -> None:
+        """Stop fetching; give in-flight handlers `grace` seconds, then hand them back."""
+        self._stopping.set()
+        if self._tasks:
+            _, pending = await asyncio.wait(set(self._tasks), timeout=grace)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+    async def _process(self, raw: NatsMsg) -> None:
+        try:
+            await self._process_one(raw)
+        finally:
+            self._slots.release()
+
+    async def _process_one(self, raw: NatsMsg) -> None:
+        meta = raw.metadata
+        deliveries = meta.num_delivered
+        headers = raw.headers or {}
+        token = logs.bind(
+            actor=self.actor, subject=raw.subject, seq=meta.sequence.stream,
+            msg_id=headers.get("Nats-Msg-Id"), delivery=deliveries,
+        )
+        tp_token = tracing.set_current(headers.get("traceparent") or tracing.new_traceparent())
+        try:
+            try:
+                msg = self.decoder.decode(raw.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                await self._dead_letter(raw, f"invalid payload: {exc}")
+                return
+            if deliveries > self.sub.max_deliver:
+                await self._dead_letter(
+                    raw, f"the {self.actor} actor failed or crashed on this message "
+                    f"{self.sub.max_deliver} times"
+                )
+                return
+            key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
+            lock = self._locks.setdefault(key, asyncio.Lock()) if key else None
+            # in_progress from the moment of fetch: waiting behind the session lock counts too
+            beat = asyncio.create_task(self._keep_alive(raw))
+            try:
+                if lock is not None:
+                    async with lock:
+                        await self._handle(raw, msg, deliveries)
+                    if not lock.locked() and self._locks.get(key) is lock:
+                        del self._locks[key]
+                else:
+                    await self._handle(raw, msg, deliveries)
+            finally:
+                beat.cancel()
+        finally:
+            tracing._current.reset(tp_token)
+            logs.reset(token)
+
+    def _done_key(self, msg: Msg) -> str:
+        return f"{self.sub.durable}.{short_hash(msg.id, 24)}"
+
+    async def _handle(self, raw: NatsMsg, msg: Msg, deliveries: int) -> None:
+        session_token = logs.bind(session=getattr(msg, "session", None), type=type(msg).__name__)
+        try:
+            if self.sub.dedupe and await self._already_done(msg):
+                log.info("already handled; acking the redelivery")
+                await raw.ack()
+                return
+            await self.handler(msg)
+            if self.sub.dedupe:
+                await self.bus.kv_put(self.bus.subjects.kv_done, self._done_key(msg), b"1")
+            await raw.ack()
+            self.stats.handled += 1
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await raw.nak()  # hand it back so a live replica (or our restart) takes it
+            raise
+        except Reject as exc:
+            await self._dead_letter(raw, str(exc))
+        except Retry as exc:
+            log.info("retry requested: %s", exc)
+            await raw.nak(delay=exc.delay)
+        except Exception as exc:  # noqa: BLE001 - a failing handler must not kill the actor
+            self.stats.failed += 1
+            log.exception("handler failed")
+            if deliveries >= self.sub.max_deliver:
+                await self._dead_letter(raw, f"handler failed {deliveries} times: {exc!r}")
+            else:
+                await raw.nak(delay=min(0.5 * 2**deliveries, 15.0))
+        finally:
+            logs.reset(session_token)
+
+    async def _already_done(self, msg: Msg) -> bool:
+        return await self.bus.kv_get(self.bus.subjects.kv_done, self._done_key(msg)) is not None
+
+    async def _keep_alive(self, raw: NatsMsg) -> None:
+        """Long handlers send in_progress so the server does not redeliver mid-work."""
+        while True:
+            await asyncio.sleep(max(self.sub.ack_wait / 3, 0.5))
+            with contextlib.suppress(Exception):
+                await raw.in_progress()
+
+    async def _dead_letter(self, raw: NatsMsg, reason: str) -> None:
+        meta = raw.metadata
+        letter = DeadLetter(
+            id=f"dlq:{meta.stream}:{meta.sequence.stream}:{self.sub.durable}",
+            actor=self.actor,
+            reason=reason[:2000],
+            subject=raw.subject,
+            stream=meta.stream,
+            stream_seq=meta.sequence.stream,
+            deliveries=meta.num_delivered,
+            payload=raw.data[:65536].decode("utf-8", "replace"),
+            headers={k: v for k, v in (raw.headers or {}).items()},
+        )
+        log.warning("dead-lettering: %s", reason)
+        await self.bus.publish(self.bus.subjects.dlq(self.actor), letter)
+        await raw.term()
+        self.stats.dead_lettered += 1

@@ -1,0 +1,58 @@
+"""Structured JSON logs carrying the context of the message being handled."""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+import time
+from typing import Any
+
+_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "log_context", default=None
+)
+
+
+def bind(**fields: Any) -> contextvars.Token[dict[str, Any] | None]:
+    """Add fields (subject, seq, msg_id, session, actor) to every log line in this context."""
+    merged = dict(_context.get() or {})
+    merged.update({k: v for k, v in fields.items() if v not in (None, "")})
+    return _context.set(merged)
+
+
+def reset(token: contextvars.Token[dict[str, Any] | None]) -> None:
+    _context.reset(token)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ts, level, logger, msg, and the bound message context."""
+
+    def __init__(self, actor: str) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "actor": self.actor,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        out.update(_context.get() or {})
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def setup(actor: str, level: str = "info") -> None:
+    """Send JSON logs to stderr (the supervisor collects them under logs/)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter(actor))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("nats", "httpx", "httpcore", "openai", "anthropic", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,109 @@
+"""Every message that crosses an actor boundary, as msgspec Structs with a `type` tag."""
+
+from __future__ import annotations
+
+from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
+from contracts.base import Msg, derive_id, short_hash, subject_token
+from contracts.channel import (
+    ApprovalPrompt,
+    Attachment,
+    Delivered,
+    Notice,
+    Outbound,
+    Reply,
+    Sink,
+    TerminalInput,
+    TurnRequest,
+)
+from contracts.llm import ChatMessage, LlmRequest, LlmResponse, ToolCall, ToolSpec, Usage
+from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recalled
+from contracts.ops import DeadLetter, Health, SessionIdle, SessionReset
+from contracts.tools import ToolOutcome, ToolRequest, ToolResult
+
+#: Every payload type that travels on the bus.
+ALL_MESSAGES: tuple[type[Msg], ...] = (
+    TurnRequest,
+    Reply,
+    ApprovalPrompt,
+    Notice,
+    TerminalInput,
+    Delivered,
+    LlmRequest,
+    LlmResponse,
+    ToolRequest,
+    ToolResult,
+    ToolOutcome,
+    MemorySave,
+    MemorySearch,
+    Recall,
+    Recalled,
+    ApprovalRequest,
+    ApprovalDecision,
+    ApprovalResolved,
+    DeadLetter,
+    SessionIdle,
+    SessionReset,
+)
+
+AnyMsg = (
+    TurnRequest
+    | Reply
+    | ApprovalPrompt
+    | Notice
+    | TerminalInput
+    | Delivered
+    | LlmRequest
+    | LlmResponse
+    | ToolRequest
+    | ToolResult
+    | ToolOutcome
+    | MemorySave
+    | MemorySearch
+    | Recall
+    | Recalled
+    | ApprovalRequest
+    | ApprovalDecision
+    | ApprovalResolved
+    | DeadLetter
+    | SessionIdle
+    | SessionReset
+)
+
+__all__ = [
+    "ALL_MESSAGES",
+    "AnyMsg",
+    "ApprovalDecision",
+    "ApprovalPrompt",
+    "ApprovalRequest",
+    "ApprovalResolved",
+    "Attachment",
+    "ChatMessage",
+    "DeadLetter",
+    "Delivered",
+    "Health",
+    "LlmRequest",
+    "LlmResponse",
+    "MemoryHit",
+    "MemorySave",
+    "MemorySearch",
+    "Msg",
+    "Notice",
+    "Outbound",
+    "Recall",
+    "Recalled",
+    "Reply",
+    "SessionIdle",
+    "SessionReset",
+    "Sink",
+    "TerminalInput",
+    "ToolCall",
+    "ToolOutcome",
+    "ToolRequest",
+    "ToolResult",
+    "ToolSpec",
+    "TurnRequest",
+    "Usage",
+    "derive_id",
+    "short_hash",
+    "subject_token",
+]

@@ -1,0 +1,91 @@
+"""Messages between the channel actor and the rest: user turns in, replies and prompts out."""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts.base import Msg
+
+
+class Sink(msgspec.Struct, frozen=True, kw_only=True):
+    """An explicit destination: a channel adapter and a chat within it (never "last active")."""
+
+    channel: str
+    chat: str
+    thread: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.channel}:{self.chat}" + (f":{self.thread}" if self.thread else "")
+
+    @classmethod
+    def parse(cls, text: str) -> Sink:
+        """Parse `channel:chat[:thread]`."""
+        parts = text.split(":", 2)
+        if len(parts) < 2 or not parts[0] or not parts[1]:
+            raise ValueError(f"a sink looks like 'channel:chat', got {text!r}")
+        return cls(channel=parts[0], chat=parts[1], thread=parts[2] if len(parts) > 2 else "")
+
+
+class Attachment(msgspec.Struct, frozen=True, kw_only=True):
+    """A file stored by the channel under workspace/ and referenced by path."""
+
+    kind: str
+    path: str
+    description: str = ""
+
+
+class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
+    """Something for the agent to answer: a user message, a scheduled task, a deferred event."""
+
+    session: str
+    principal: str
+    text: str
+    reply_to: Sink
+    is_owner: bool = False
+    origin: str = "user"  # user | schedule | event
+    attachments: list[Attachment] = msgspec.field(default_factory=list)
+
+
+class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):
+    """The agent's answer for a session, sent once by the channel to `sink`."""
+
+    session: str
+    turn_id: str
+    sink: Sink
+    text: str
+
+
+class ApprovalPrompt(Msg, frozen=True, kw_only=True, tag="approval.prompt"):
+    """Ask the owner to approve or deny an action; answered with an ApprovalDecision."""
+
+    approval_id: str
+    sink: Sink
+    summary: str
+    expires_at: float
+
+
+class Notice(Msg, frozen=True, kw_only=True, tag="notice"):
+    """An owner notification from the supervisor or heartbeat."""
+
+    sink: Sink
+    text: str
+    source: str = ""
+
+
+class TerminalInput(Msg, frozen=True, kw_only=True, tag="terminal.input"):
+    """What `wintermute chat` typed, handed to the channel actor's terminal adapter."""
+
+    chat: str
+    text: str
+
+
+class Delivered(Msg, frozen=True, kw_only=True, tag="channel.delivered"):
+    """The channel delivered an outbound message to a terminal chat (what `chat` prints)."""
+
+    chat: str
+    kind: str  # reply | approval | notice
+    text: str
+    ref: str = ""  # the outbound message id, or the approval id
+
+
+Outbound = Reply | ApprovalPrompt | Notice

@@ -1,0 +1,308 @@
+"""The configuration schema and its one loader: defaults <- config.toml/agent.toml <- WM__ env.
+
+Config is a contract too: every process reads the same typed structure, and a bad value stops
+start-up with a message that names the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+ENV_PREFIX = "WM__"
+
+
+class ConfigError(Exception):
+    """A configuration value is missing or invalid; the message names the key."""
+
+
+class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    pass
+
+
+class NatsConfig(_Section):
+    url: str = ""  # empty: `up` starts the embedded nats-server
+    port: int = 0  # embedded server port; 0 picks a free one
+    prefix: str = "wm"
+    credentials: str = ""  # path to a .creds file for an external server
+
+
+class ModelsConfig(_Section):
+    default: str = ""  # "{provider}/{model}"; empty: picked from the SDK environment variables
+    fallback: list[str] = msgspec.field(default_factory=list)
+    roles: dict[str, str] = msgspec.field(default_factory=dict)
+    skills: dict[str, str] = msgspec.field(default_factory=dict)
+    timeout_secs: float = 120.0
+
+
+class BudgetConfig(_Section):
+    max_tokens_per_session: int = 500_000
+    max_tokens_per_day: int = 5_000_000
+    max_tool_calls_per_turn: int = 20
+    max_dynamic_tools_per_turn: int = 20
+
+
+class TerminalChannel(_Section):
+    enabled: bool = True
+
+
+class TelegramChannel(_Section):
+    bot_token_env: str = "WINTERMUTE_TELEGRAM_TOKEN"
+    allowed_users: list[int] = msgspec.field(default_factory=list)
+    api_base_url: str = "https://api.telegram.org/bot"
+    api_file_url: str = "https://api.telegram.org/file/bot"
+
+
+class SlackChannel(_Section):
+    bot_token_env: str = "WINTERMUTE_SLACK_BOT_TOKEN"
+    app_token_env: str = "WINTERMUTE_SLACK_APP_TOKEN"
+    allowed_users: list[str] = msgspec.field(default_factory=list)
+    api_base_url: str = "https://slack.com/api/"
+
+
+class ChannelsConfig(_Section):
+    terminal: TerminalChannel = msgspec.field(default_factory=TerminalChannel)
+    telegram: TelegramChannel = msgspec.field(default_factory=TelegramChannel)
+    slack: SlackChannel = msgspec.field(default_factory=SlackChannel)
+
+
+class OwnerConfig(_Section):
+    sink: str = "terminal:owner"  # where owner notifications go
+    principals: list[str] = msgspec.field(default_factory=lambda: ["terminal:owner"])
+
+
+DEFAULT_RISKY = [
+    r"\brm\s+-[a-zA-Z]*[rf]",
+    r"\bsudo\b",
+    r"\bmkfs",
+    r"\bdd\s+if=",
+    r"\bshutdown\b|\breboot\b",
+    r"\bchmod\s+-R\b",
+    r"\bcurl\b[^|]*\|\s*(ba)?sh",
+    r"\bgit\s+push\b.*--force",
+]
+
+
+class ExecutorConfig(_Section):
+    mode: str = "direct"  # only direct is built; sandboxes arrive with the executor issue
+    timeout_secs: float = 120.0
+    output_limit: int = 16_000
+    risky_patterns: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_RISKY))
+
+
+class EgressConfig(_Section):
+    allowed_domains: list[str] = msgspec.field(default_factory=list)
+    fetch_rate_limit: int = 30
+    request_rate_limit: int = 10
+
+
+class SandboxConfig(_Section):
+    memory_mb: int = 2048
+    cpu_cores: float = 2.0
+
+
+class ObserverConfig(_Section):
+    idle_secs: float = 600.0
+
+
+class SupervisorConfig(_Section):
+    health_interval_secs: float = 2.0
+    stale_after_secs: float = 15.0
+    max_restarts: int = 5
+    restart_window_secs: float = 60.0
+    stop_grace_secs: float = 6.0
+
+
+class LoggingConfig(_Section):
+    level: str = "info"
+
+
+class Config(_Section):
+    """config.toml: owned by the human; the agent reads it and never writes it."""
+
+    nats: NatsConfig = msgspec.field(default_factory=NatsConfig)
+    models: ModelsConfig = msgspec.field(default_factory=ModelsConfig)
+    budget: BudgetConfig = msgspec.field(default_factory=BudgetConfig)
+    channels: ChannelsConfig = msgspec.field(default_factory=ChannelsConfig)
+    owner: OwnerConfig = msgspec.field(default_factory=OwnerConfig)
+    executor: ExecutorConfig = msgspec.field(default_factory=ExecutorConfig)
+    egress: EgressConfig = msgspec.field(default_factory=EgressConfig)
+    sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
+    observer: ObserverConfig = msgspec.field(default_factory=ObserverConfig)
+    supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
+    logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+
+
+class Personality(_Section):
+    name: str = "Wintermute"
+    soul: str = (
+        "You are Wintermute, a personal agent that thinks in code. You are direct and never "
+        "sycophantic. You solve problems by running commands and writing tools, and you say "
+        "plainly what you did."
+    )
+
+
+class HeartbeatConfig(_Section):
+    enabled: bool = True
+    interval_secs: float = 30.0
+
+
+class ScheduledTask(_Section):
+    name: str
+    cron: str
+    prompt: str = ""
+    sink: str = ""  # empty: the owner sink
+    enabled: bool = True
+
+
+class AgentConfig(_Section):
+    """agent.toml: owned by the agent (personality, schedule); the human may edit it too."""
+
+    personality: Personality = msgspec.field(default_factory=Personality)
+    heartbeat: HeartbeatConfig = msgspec.field(default_factory=HeartbeatConfig)
+    scheduled_tasks: list[ScheduledTask] = msgspec.field(default_factory=list)
+
+
+class Settings(msgspec.Struct, kw_only=True):
+    """Everything a process needs: both files, validated, plus where home is."""
+
+    home: Path
+    config: Config
+    agent: AgentConfig
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _env_value(raw: str) -> Any:
+    """A value that parses as a JSON literal (number, bool, array, object) is taken as one."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return raw
+    return value if not isinstance(value, str) else raw
+
+
+def env_overrides(environ: dict[str, str] | os._Environ[str]) -> dict[str, Any]:
+    """Turn WM__SECTION__KEY=value variables into a nested dict."""
+    tree: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX) :].split("__") if p]
+        if not path:
+            continue
+        node = tree
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"environment variable {name} conflicts with another WM__ key")
+        node[path[-1]] = _env_value(raw)
+    return tree
+
+
+_PATH_RE = re.compile(r"at `\$\.?(.*)`")
+
+
+def _validation_message(err: msgspec.ValidationError, source: str) -> str:
+    text = str(err)
+    match = _PATH_RE.search(text)
+    key = match.group(1) if match else ""
+    detail = _PATH_RE.sub("", text).strip(" -")
+    key = re.sub(r"\[(\d+)\]", r"[\1]", key)
+    if "unknown field" in detail.lower():
+        field = re.search(r"`(.+?)`", detail)
+        name = f"{key}.{field.group(1)}" if key and field else (field.group(1) if field else key)
+        return f"{source}: unknown setting '{name}' (check the spelling; see README configuration)"
+    return f"{source}: invalid value for '{key or '?'}': {detail}"
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+
+
+def _split_env(tree: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    agent_keys = set(AgentConfig.__struct_fields__)
+    agent = {k: v for k, v in tree.items() if k in agent_keys}
+    config = {k: v for k, v in tree.items() if k not in agent_keys}
+    return config, agent
+
+
+def default_home() -> Path:
+    return Path(os.environ.get("WINTERMUTE_HOME") or Path.home() / ".wintermute").expanduser()
+
+
+def load_settings(home: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
+    """Load and validate both files with environment overrides; raise ConfigError naming the key."""
+    home = (home or default_home()).expanduser().resolve()
+    env = dict(os.environ if environ is None else environ)
+    env_config, env_agent = _split_env(env_overrides(env))
+    raw_config = _merge(_read_toml(home / "config.toml"), env_config)
+    raw_agent = _merge(_read_toml(home / "agent.toml"), env_agent)
+    try:
+        config = msgspec.convert(raw_config, Config)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_validation_message(exc, "config.toml")) from exc
+    try:
+        agent = msgspec.convert(raw_agent, AgentConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_validation_message(exc, "agent.toml")) from exc
+    _check(config, agent)
+    return Settings(home=home, config=config, agent=agent)
+
+
+def _check(config: Config, agent: AgentConfig) -> None:
+    """Checks a type cannot express."""
+    models = [("models.default", config.models.default)]
+    models += [(f"models.fallback[{i}]", m) for i, m in enumerate(config.models.fallback)]
+    models += [(f"models.roles.{k}", m) for k, m in config.models.roles.items()]
+    models += [(f"models.skills.{k}", m) for k, m in config.models.skills.items()]
+    for key, spec in models:
+        if spec and (spec.count("/") < 1 or spec.split("/", 1)[0] not in PROVIDERS):
+            raise ConfigError(
+                f"config.toml: invalid value for '{key}': {spec!r} is not "
+                f"'provider/model' with provider one of {', '.join(PROVIDERS)}"
+            )
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", config.nats.prefix):
+        raise ConfigError("config.toml: invalid value for 'nats.prefix': letters, digits, - and _")
+    if config.executor.mode not in ("direct", "auto"):
+        raise ConfigError(
+            "config.toml: invalid value for 'executor.mode': only 'direct' is built so far"
+        )
+    for i, pattern in enumerate(config.executor.risky_patterns):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(
+                f"config.toml: invalid value for 'executor.risky_patterns[{i}]': {exc}"
+            ) from exc
+    if config.owner.sink and ":" not in config.owner.sink:
+        raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    for i, task in enumerate(agent.scheduled_tasks):
+        from croniter import croniter  # light import, only when tasks exist
+
+        if not croniter.is_valid(task.cron):
+            raise ConfigError(
+                f"agent.toml: invalid value for 'scheduled_tasks[{i}].cron': {task.cron!r}"
+            )
+
+
+PROVIDERS = ("anthropic", "openai", "ollama")

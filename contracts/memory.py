@@ -1,0 +1,52 @@
+"""Messages to and from the memory actor."""
+
+from __future__ import annotations
+
+import msgspec
+
+from contracts.base import Msg
+from contracts.tools import ToolRequest
+
+
+class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    kind: str
+    content: str
+    score: float = 0.0
+
+
+class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
+    """Store a memory. `for_call` (when set) is the tool call waiting for the confirmation."""
+
+    session: str
+    kind: str = "fact"
+    content: str
+    tags: list[str] = msgspec.field(default_factory=list)
+    for_call: ToolRequest | None = None
+
+
+class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
+    """Search memories, answering a tool call with a ToolResult."""
+
+    session: str
+    query: str
+    limit: int = 5
+    for_call: ToolRequest | None = None
+
+
+class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
+    """The planner asks for memories relevant to a turn before calling the model."""
+
+    session: str
+    turn_id: str
+    query: str
+    limit: int = 5
+
+
+class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
+    """Memories relevant to a turn (possibly none), answering a Recall."""
+
+    session: str
+    turn_id: str
+    hits: list[MemoryHit] = msgspec.field(default_factory=list)
+    error: str = ""

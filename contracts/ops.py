@@ -1,0 +1,49 @@
+"""Operational messages: dead letters, session lifecycle, control commands, health."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from contracts.base import Msg
+
+
+class DeadLetter(Msg, frozen=True, kw_only=True, tag="deadletter"):
+    """A message an actor could not handle, with why; the original payload is kept as text."""
+
+    actor: str
+    reason: str
+    subject: str
+    stream: str
+    stream_seq: int
+    deliveries: int
+    payload: str
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class SessionIdle(Msg, frozen=True, kw_only=True, tag="session.idle"):
+    """A session has been quiet for the configured idle time."""
+
+    session: str
+    idle_secs: float
+    last_activity: float
+
+
+class SessionReset(Msg, frozen=True, kw_only=True, tag="session.reset"):
+    """Forget a session's conversation history (its memories stay)."""
+
+    session: str
+
+
+class Health(msgspec.Struct, kw_only=True):
+    """What an actor writes to the health KV bucket every few seconds."""
+
+    actor: str
+    pid: int
+    started: float
+    ts: float
+    handled: int = 0
+    failed: int = 0
+    loops: dict[str, float] = msgspec.field(default_factory=dict)
+    info: dict[str, Any] = msgspec.field(default_factory=dict)

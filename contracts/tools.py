@@ -1,0 +1,47 @@
+"""Messages to and from the executor: tool calls, results and per-call outcomes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from contracts.base import Msg
+from contracts.channel import Sink
+
+
+class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
+    """Run one tool call for a turn."""
+
+    session: str
+    turn_id: str
+    step: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
+    is_owner: bool = False
+    reply_to: Sink | None = None
+
+
+class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
+    """The outcome of a tool call. `deferred` marks one that finished after its turn ended."""
+
+    session: str
+    turn_id: str
+    step: int
+    call_id: str
+    name: str
+    ok: bool
+    output: str
+    deferred: bool = False
+    reply_to: Sink | None = None
+
+
+class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):
+    """Per-call stats for the supervisor and tool _meta."""
+
+    tool: str
+    ok: bool
+    duration_ms: int
+    error: str = ""
+    timed_out: bool = False

@@ -1,0 +1,1 @@
+"""Process management: the embedded nats-server, actor processes, health, and the CLI."""

@@ -1,0 +1,119 @@
+"""`wintermute chat`: the terminal side of the terminal channel, as the owner."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+
+import msgspec
+
+from bus import Bus, codec
+from contracts import Delivered, TerminalInput
+from contracts.config import Settings
+from supervisor.client import connect
+
+_delivered = codec.decoder_for(Delivered)
+
+
+def _approval_text(d: Delivered) -> str:
+    return (
+        f"Approval needed [{d.ref}]: {d.text}\n"
+        f"  approve: wintermute approve {d.ref}\n  deny:    wintermute deny {d.ref}"
+    )
+
+
+class ChatClient:
+    def __init__(self, bus: Bus, chat: str) -> None:
+        self.bus = bus
+        self.chat = chat
+        self.inbox: asyncio.Queue[Delivered] = asyncio.Queue()
+
+    async def start(self) -> None:
+        async def on_msg(raw: object) -> None:
+            try:
+                self.inbox.put_nowait(_delivered.decode(raw.data))  # type: ignore[attr-defined]
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                pass
+
+        subject = self.bus.subjects.evt("channel", "delivered", self.chat)
+        await self.bus.nc.subscribe(subject, cb=on_msg)
+
+    async def send(self, text: str) -> str:
+        msg = TerminalInput(id=uuid.uuid4().hex, chat=self.chat, text=text)
+        await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
+        return msg.id
+
+
+async def chat_once(settings: Settings, text: str, chat: str, timeout: float) -> int:
+    bus = await connect(settings, "chat")
+    try:
+        client = ChatClient(bus, chat)
+        await client.start()
+        input_id = await client.send(text)
+        turn_id = f"terminal:{input_id}"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                print(f"No reply within {timeout:.0f}s. Check `wintermute status` and "
+                      "logs/ under WINTERMUTE_HOME.", file=sys.stderr)
+                return 1
+            try:
+                d = await asyncio.wait_for(client.inbox.get(), remaining)
+            except TimeoutError:
+                continue
+            if d.kind == "approval":
+                print(_approval_text(d), flush=True)
+            elif d.kind in ("reply", "suppressed") and d.ref == turn_id:
+                if d.text:
+                    print(d.text)
+                return 0
+            elif d.kind == "notice" and d.ref == input_id:
+                print(d.text)
+                return 0
+            elif d.kind in ("reply", "notice"):
+                print(f"[{d.kind}] {d.text}", file=sys.stderr)
+    finally:
+        await bus.close()
+
+
+async def chat_repl(settings: Settings, chat: str) -> int:
+    bus = await connect(settings, "chat")
+    client = ChatClient(bus, chat)
+    await client.start()
+    pending: list[str] = []
+
+    async def printer() -> None:
+        while True:
+            d = await client.inbox.get()
+            if d.kind == "approval":
+                pending.append(d.ref)
+                print(f"\n{_approval_text(d)}\n  approve? [y/n] ", end="", flush=True)
+            elif d.text:
+                print(f"\n{d.text}\n> ", end="", flush=True)
+
+    task = asyncio.create_task(printer())
+    print("Talking to Wintermute as the owner. /help for commands, Ctrl-D to leave.")
+    try:
+        while True:
+            print("> ", end="", flush=True)
+            line = await asyncio.to_thread(sys.stdin.readline)
+            if not line:
+                return 0
+            text = line.strip()
+            if not text:
+                continue
+            if pending and text.lower() in ("y", "yes", "n", "no"):
+                verb = "/approve" if text.lower().startswith("y") else "/deny"
+                text = f"{verb} {pending.pop(0)}"
+            await client.send(text)
+    finally:
+        task.cancel()
+        await bus.close()
+
+
+async def send_command(settings: Settings, text: str, chat: str) -> int:
+    """approve/deny from the command line: a terminal message, validated by the channel."""
+    return await chat_once(settings, text, chat, timeout=30)

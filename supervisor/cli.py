@@ -1,0 +1,135 @@
+"""The `wintermute` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from contracts.config import ConfigError, Settings, default_home, load_settings
+
+
+def _settings(home: Path | None = None) -> Settings:
+    try:
+        return load_settings(home)
+    except ConfigError as exc:
+        click.echo(f"Configuration error: {exc}", err=True)
+        sys.exit(2)
+
+
+def _home() -> Path:
+    return default_home().resolve()
+
+
+@click.group()
+def main() -> None:
+    """Wintermute: a personal AI agent built as actor processes on NATS JetStream."""
+
+
+@main.command()
+def init() -> None:
+    """Create WINTERMUTE_HOME with config, templates and folders (idempotent)."""
+    from supervisor.home import init_home
+
+    home = _home()
+    created = init_home(home)
+    click.echo(f"{home}: " + (f"created {', '.join(created)}" if created else "already set up"))
+
+
+@main.command()
+@click.option("--nats-port", type=int, default=0, help="Port for the embedded nats-server.")
+@click.option("--nats-url", default="", help="Use this NATS server instead of the embedded one.")
+@click.option("--no-spawn", is_flag=True, help="Watch mode (Kubernetes): do not spawn actors.")
+def up(nats_port: int, nats_url: str, no_spawn: bool) -> None:
+    """Start NATS (embedded unless a URL is given), the supervisor and every actor."""
+    from supervisor.home import init_home
+    from supervisor.up import run_up
+
+    home = _home()
+    init_home(home)
+    settings = _settings(home)
+    sys.exit(asyncio.run(run_up(settings, nats_url, nats_port, spawn=not no_spawn)))
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(as_json: bool) -> None:
+    """Actors, health, restarts, NATS and stream counts of the running instance."""
+    from supervisor.client import gather_status, render_status
+
+    data = asyncio.run(gather_status(_settings()))
+    click.echo(json.dumps(data, indent=2) if as_json else render_status(data))
+
+
+@main.command()
+@click.option("--once", "once", default=None, help="Send one message, print the reply, exit.")
+@click.option("--chat", default="owner", show_default=True, help="Terminal chat id.")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait (--once).")
+def chat(once: str | None, chat: str, timeout: float) -> None:
+    """Talk to the agent in the terminal, as the owner."""
+    from supervisor.chat import chat_once, chat_repl
+
+    settings = _settings()
+    if once is not None:
+        sys.exit(asyncio.run(chat_once(settings, once, chat, timeout)))
+    sys.exit(asyncio.run(chat_repl(settings, chat)))
+
+
+@main.command()
+@click.argument("approval_id")
+@click.option("--chat", default="owner", show_default=True)
+def approve(approval_id: str, chat: str) -> None:
+    """Approve a pending action by its 8-character id."""
+    from supervisor.chat import send_command
+
+    sys.exit(asyncio.run(send_command(_settings(), f"/approve {approval_id}", chat)))
+
+
+@main.command()
+@click.argument("approval_id")
+@click.option("--chat", default="owner", show_default=True)
+def deny(approval_id: str, chat: str) -> None:
+    """Deny a pending action by its 8-character id."""
+    from supervisor.chat import send_command
+
+    sys.exit(asyncio.run(send_command(_settings(), f"/deny {approval_id}", chat)))
+
+
+@main.command()
+@click.argument("filter", required=False, default="")
+@click.option("--json", "as_json", is_flag=True, help="Print raw payloads.")
+def tap(filter: str, as_json: bool) -> None:
+    """Live decoded view of the bus. FILTER: a subject (wm.evt.>) or a type prefix (tool.)."""
+    from supervisor.tap import tap as run_tap
+
+    try:
+        asyncio.run(run_tap(_settings(), filter, as_json))
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command()
+@click.argument("name")
+def actor(name: str) -> None:
+    """Run one actor in the foreground (what the supervisor and Kubernetes run)."""
+    from actors.runtime import run_actor
+
+    asyncio.run(run_actor(name, _settings()))
+
+
+@main.command()
+def schema() -> None:
+    """JSON Schema of every contract."""
+    import msgspec
+
+    from contracts import ALL_MESSAGES
+
+    _, components = msgspec.json.schema_components(ALL_MESSAGES)
+    click.echo(json.dumps({"$defs": components}, indent=2, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""`wintermute init`: lay out WINTERMUTE_HOME. Idempotent: never overwrites what exists."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+CONFIG_TOML = """\
+# Wintermute configuration: owned by you; the agent reads it and never writes it.
+# Every key can also be set from the environment: WM__SECTION__KEY=value
+# (JSON literals such as 3, true or [111] are taken as such).
+
+[models]
+# "{provider}/{model}" with provider anthropic, openai (any OpenAI-compatible server) or ollama.
+# Empty: picked from ANTHROPIC_API_KEY / OPENAI_API_KEY / OPENAI_BASE_URL / OLLAMA_HOST.
+default = ""
+fallback = []
+# [models.roles]
+# observer = "ollama/qwen3:8b"
+# oracle = "anthropic/claude-opus-4-6"
+
+[budget]
+max_tokens_per_session = 500000
+max_tokens_per_day = 5000000
+max_tool_calls_per_turn = 20
+max_dynamic_tools_per_turn = 20
+
+[owner]
+# Where owner notifications and approval prompts go.
+sink = "terminal:owner"
+principals = ["terminal:owner"]
+
+[channels.terminal]
+enabled = true
+
+[executor]
+# Only "direct" (no sandbox) is built so far; risky commands need approval.
+mode = "direct"
+timeout_secs = 120
+output_limit = 16000
+
+[nats]
+# Empty url: `wintermute up` runs an embedded nats-server with its store under data/.
+url = ""
+port = 0
+prefix = "wm"
+"""
+
+AGENT_TOML = """\
+# Owned by the agent (personality, schedule); you may edit it too.
+
+[personality]
+name = "Wintermute"
+
+[heartbeat]
+enabled = true
+interval_secs = 30
+
+# [[scheduled_tasks]]
+# name = "morning_brief"
+# cron = "0 8 * * *"
+# prompt = "Summarise what is on my plate today."
+# sink = "terminal:owner"
+"""
+
+ENV_TEMPLATE = """\
+# Secrets for Wintermute (this file is mode 0600). Only the process that needs a key reads it.
+# ANTHROPIC_API_KEY=
+# OPENAI_API_KEY=
+# OPENAI_BASE_URL=http://127.0.0.1:8080/v1
+# OLLAMA_HOST=http://127.0.0.1:11434
+# WINTERMUTE_TELEGRAM_TOKEN=
+"""
+
+AGENTS_MD = "# AGENTS.md\n\nLessons learned while working. The agent appends here.\n"
+USER_MD = "# User Profile\n\nWhat the agent knows about its owner (kept up to date by the observer).\n"
+IDENTITY_MD = "# Wintermute\n\nThe heartbeat regenerates this file from the live configuration.\n"
+
+DIRS = ("docs", "scripts", "workspace", "workspace/inbox", "workspace/outputs", "data", "logs",
+        "backups")
+
+
+def init_home(home: Path) -> list[str]:
+    """Create missing files and folders; returns what was created."""
+    created: list[str] = []
+    home.mkdir(parents=True, exist_ok=True)
+    for d in DIRS:
+        path = home / d
+        if not path.exists():
+            path.mkdir(parents=True)
+            created.append(d + "/")
+    files = {
+        "config.toml": CONFIG_TOML, "agent.toml": AGENT_TOML, "AGENTS.md": AGENTS_MD,
+        "USER.md": USER_MD, "IDENTITY.md": IDENTITY_MD,
+    }
+    for name, text in files.items():
+        path = home / name
+        if not path.exists():
+            path.write_text(text)
+            created.append(name)
+    env = home / ".env"
+    if not env.exists():
+        fd = os.open(env, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(ENV_TEMPLATE)
+        created.append(".env")
+    os.chmod(env, 0o600)
+    scripts = home / "scripts"
+    if not (scripts / ".git").exists():
+        _git(scripts, "init", "-q")
+        (scripts / "README.md").write_text("Agent-created tools live here, one commit a change.\n")
+        _git(scripts, "add", "README.md")
+        _git(scripts, "commit", "-q", "-m", "init scripts repository")
+        created.append("scripts/.git")
+    return created
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = {
+        **os.environ, "GIT_AUTHOR_NAME": "Wintermute", "GIT_AUTHOR_EMAIL": "wintermute@localhost",
+        "GIT_COMMITTER_NAME": "Wintermute", "GIT_COMMITTER_EMAIL": "wintermute@localhost",
+    }
+    subprocess.run(["git", *args], cwd=cwd, check=True, env=env, capture_output=True)

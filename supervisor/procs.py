@@ -1,0 +1,46 @@
+"""Spawning actor processes that die with their parent."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+
+from actors.common.secrets import looks_secret
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def pdeathsig() -> None:
+    """Run in the child before exec: die with SIGKILL when the parent dies (Linux)."""
+    _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+#: Which secret variables each actor may inherit; everything else secret-looking is dropped.
+KEEP_SECRETS = {
+    "llm": ("ANTHROPIC_", "OPENAI_", "OLLAMA_"),
+    "channel": ("WINTERMUTE_TELEGRAM", "WINTERMUTE_SLACK", "TELEGRAM_", "SLACK_"),
+}
+
+
+def actor_env(name: str, nats_url: str, home: str) -> dict[str, str]:
+    """The environment of one actor: secrets only where that actor needs them."""
+    keep = KEEP_SECRETS.get(name, ())
+    env = {
+        k: v for k, v in os.environ.items()
+        if not looks_secret(k) or k.startswith(keep) or k.startswith("WM__")
+    }
+    if name != "llm":
+        for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):
+            env.pop(var, None)
+    env["WM__NATS__URL"] = nats_url
+    env["WINTERMUTE_HOME"] = home
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def actor_command(name: str) -> list[str]:
+    return [sys.executable, "-m", "supervisor.cli", "actor", name]

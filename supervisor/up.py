@@ -1,0 +1,74 @@
+"""`wintermute up`: embedded nats-server (unless a URL is given), then the supervisor."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+from pathlib import Path
+
+from bus import Bus
+from bus import logs as buslogs
+from contracts.config import Settings
+from supervisor.natsserver import EmbeddedNats
+from supervisor.supervisor import Supervisor, write_runtime
+
+log = logging.getLogger(__name__)
+
+
+def runtime_path(home: Path) -> Path:
+    return home / "data" / "runtime.json"
+
+
+def running_instance(home: Path) -> dict[str, object] | None:
+    """The runtime record of a live `up` for this home, or None."""
+    path = runtime_path(home)
+    try:
+        data = json.loads(path.read_text())
+        os.kill(int(data["supervisor_pid"]), 0)
+    except (OSError, ValueError, KeyError):
+        return None
+    return data  # type: ignore[no-any-return]
+
+
+async def run_up(settings: Settings, nats_url: str = "", nats_port: int = 0, spawn: bool = True) -> int:
+    """Foreground: run until SIGINT/SIGTERM, then stop everything in order."""
+    buslogs.setup("supervisor", settings.config.logging.level)
+    home = settings.home
+    if running_instance(home):
+        print(f"wintermute is already running for {home} (see `wintermute status`).")
+        return 1
+    url = nats_url or settings.config.nats.url
+    server: EmbeddedNats | None = None
+    if not url:
+        server = EmbeddedNats(home / "data" / "jetstream", nats_port or settings.config.nats.port,
+                              home / "logs" / "nats-server.log")
+        url = await server.start()
+    bus = Bus(url, settings.config.nats.prefix, name="wintermute-supervisor")
+    sup: Supervisor | None = None
+    try:
+        await bus.connect(timeout=30, credentials=settings.config.nats.credentials)
+        await bus.provision()
+        sup = Supervisor(settings, bus, url, spawn=spawn, nats_pid=server.pid if server else None)
+        write_runtime(runtime_path(home), {
+            "nats_url": url, "nats_pid": server.pid if server else None,
+            "supervisor_pid": os.getpid(), "prefix": settings.config.nats.prefix,
+        })
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, sup.stop)
+        print(f"wintermute is up: nats {url}, home {home}. `wintermute chat` to talk; "
+              "Ctrl-C stops.", flush=True)
+        await sup.run()
+        return 0
+    finally:
+        if sup is not None:
+            await sup.shutdown()
+        await bus.close()
+        if server is not None:
+            await server.stop()
+        with contextlib.suppress(OSError):
+            runtime_path(home).unlink()

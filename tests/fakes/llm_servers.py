@@ -1,0 +1,370 @@
+"""Local fake model servers speaking the real OpenAI, Anthropic and Ollama wire protocols.
+
+All three share one scripted brain (`decide`) that reads the conversation, normalised to a
+neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
+
+- last message is a tool result        -> text "Tool said: <result, stripped>"
+- last user message has "run: CMD"      -> tool call execute_command {"command": CMD}
+- ... "remember: TEXT"                  -> tool call memory_save {"content": TEXT}
+- ... "recall: QUERY"                   -> tool call memory_search {"query": QUERY}
+- ... "tool:NAME {json object}"         -> tool call NAME with that object as arguments
+- ... "slow:SECONDS"                    -> sleep, then text "slept SECONDS"
+- ... "status:CODE"                     -> HTTP CODE with a provider-shaped error body
+- otherwise                             -> text "echo: <last user message>"
+
+Run one in the foreground:  python -m tests.fakes.llm_servers --kind openai --port 8911
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+KINDS = ("openai", "anthropic", "ollama")
+
+DEFAULT_MODELS = {
+    "openai": ["gpt-4o-mini", "fake-model"],
+    "anthropic": ["claude-sonnet-4-5", "fake-model"],
+    "ollama": ["llama3.2:latest", "fake-model:latest"],
+}
+
+
+# --- the brain -----------------------------------------------------------------------------
+
+
+@dataclass
+class Decision:
+    """What the fake model does: answer `text`, call `tool`, fail with `status`, maybe after `sleep`."""
+
+    text: str = ""
+    tool: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    status: int = 0
+    sleep: float = 0.0
+
+    def output_chars(self) -> int:
+        """Characters of the answer, for usage counting."""
+        if self.tool:
+            return len(self.tool) + len(json.dumps(self.arguments))
+        return len(self.text)
+
+
+_RULES = (
+    (re.compile(r"(?<!\w)run:\s*(.+)", re.S), "execute_command", "command"),
+    (re.compile(r"(?<!\w)remember:\s*(.+)", re.S), "memory_save", "content"),
+    (re.compile(r"(?<!\w)recall:\s*(.+)", re.S), "memory_search", "query"),
+)
+_TOOL = re.compile(r"(?<!\w)tool:([A-Za-z0-9_.\-]+)\s+(?=\{)")
+_SLOW = re.compile(r"(?<!\w)slow:\s*(\d+(?:\.\d+)?)")
+_STATUS = re.compile(r"(?<!\w)status:\s*(\d{3})")
+
+
+def decide(messages: list[dict[str, Any]]) -> Decision:
+    """Pick the scripted answer for a neutral conversation."""
+    if messages and messages[-1]["role"] == "tool":
+        results = []
+        for m in reversed(messages):
+            if m["role"] != "tool":
+                break
+            results.append(m["content"].strip())
+        return Decision(text="Tool said: " + " | ".join(reversed(results)))
+    text = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    for pattern, tool, key in _RULES:
+        if match := pattern.search(text):
+            return Decision(tool=tool, arguments={key: match.group(1).strip()})
+    if match := _TOOL.search(text):
+        try:
+            args, _ = json.JSONDecoder().raw_decode(text, match.end())
+        except ValueError:
+            args = None
+        if isinstance(args, dict):
+            return Decision(tool=match.group(1), arguments=args)
+    if match := _SLOW.search(text):
+        return Decision(text=f"slept {match.group(1)}", sleep=float(match.group(1)))
+    if match := _STATUS.search(text):
+        return Decision(status=int(match.group(1)))
+    return Decision(text=f"echo: {text}")
+
+
+def usage_of(messages: list[dict[str, Any]], decision: Decision) -> tuple[int, int]:
+    """(input tokens, output tokens): characters of all message contents // 4, answer // 4 (>= 1)."""
+    chars = sum(len(m["content"]) for m in messages)
+    return chars // 4, max(1, decision.output_chars() // 4)
+
+
+def _text_of(content: Any) -> str:
+    """Plain text of a string or a list of text parts/blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return str(content)
+
+
+def _args_of(raw: Any) -> dict[str, Any]:
+    """Tool-call arguments from a JSON string or an object."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            return {"_raw": raw}
+    return raw if isinstance(raw, dict) else {"_raw": raw}
+
+
+def normalise(kind: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A request body's conversation as neutral {"role", "content", "tool_calls"} dicts."""
+    out: list[dict[str, Any]] = []
+    if kind == "anthropic":
+        if body.get("system"):
+            out.append({"role": "system", "content": _text_of(body["system"]), "tool_calls": []})
+        for m in body.get("messages", []):
+            content = m.get("content")
+            blocks = content if isinstance(content, list) else []
+            for b in blocks:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    out.append({"role": "tool", "content": _text_of(b.get("content")), "tool_calls": [],
+                                "tool_call_id": b.get("tool_use_id", "")})
+            calls = [{"id": b.get("id", ""), "name": b.get("name", ""), "arguments": _args_of(b.get("input"))}
+                     for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+            text = _text_of(content)
+            if text or calls or not blocks:
+                out.append({"role": m.get("role", "user"), "content": text, "tool_calls": calls})
+        return out
+    for m in body.get("messages", []):
+        calls = []
+        for c in m.get("tool_calls") or []:
+            fn = c.get("function", {})
+            calls.append({"id": c.get("id", ""), "name": fn.get("name", ""), "arguments": _args_of(fn.get("arguments"))})
+        out.append({"role": m.get("role", "user"), "content": _text_of(m.get("content")), "tool_calls": calls,
+                    "tool_call_id": m.get("tool_call_id") or m.get("tool_name") or ""})
+    return out
+
+
+# --- wire formats --------------------------------------------------------------------------
+
+_OPENAI_ERRORS = {400: "invalid_request_error", 401: "invalid_api_key", 403: "permission_denied",
+                  404: "model_not_found", 429: "rate_limit_exceeded"}
+_ANTHROPIC_ERRORS = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+                     500: "api_error", 529: "overloaded_error"}
+
+
+def _error_body(kind: str, status: int, message: str) -> dict[str, Any]:
+    """The error JSON each provider sends with a non-2xx status."""
+    if kind == "openai":
+        code = _OPENAI_ERRORS.get(status, "server_error")
+        etype = "invalid_request_error" if status < 500 and status != 429 else code
+        return {"error": {"message": message, "type": etype, "param": None, "code": code}}
+    if kind == "anthropic":
+        etype = _ANTHROPIC_ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        return {"type": "error", "error": {"type": etype, "message": message}, "request_id": "req_fake"}
+    return {"error": message}
+
+
+def _openai_reply(n: int, model: str, d: Decision, usage: tuple[int, int]) -> dict[str, Any]:
+    """A chat.completion object."""
+    message: dict[str, Any] = {"role": "assistant", "content": d.text or None, "refusal": None}
+    if d.tool:
+        message["tool_calls"] = [{"id": f"call_fake{n}", "type": "function",
+                                  "function": {"name": d.tool, "arguments": json.dumps(d.arguments)}}]
+    return {
+        "id": f"chatcmpl-fake{n}", "object": "chat.completion", "created": int(time.time()),
+        "model": model, "system_fingerprint": "fp_fake",
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": "tool_calls" if d.tool else "stop"}],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
+    }
+
+
+def _anthropic_reply(n: int, model: str, d: Decision, usage: tuple[int, int]) -> dict[str, Any]:
+    """A Messages API message object."""
+    content: list[dict[str, Any]] = []
+    if d.text:
+        content.append({"type": "text", "text": d.text})
+    if d.tool:
+        content.append({"type": "tool_use", "id": f"toolu_fake{n}", "name": d.tool, "input": d.arguments})
+    return {
+        "id": f"msg_fake{n}", "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": "tool_use" if d.tool else "end_turn", "stop_sequence": None,
+        "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
+    }
+
+
+def _ollama_reply(model: str, d: Decision, usage: tuple[int, int]) -> dict[str, Any]:
+    """A final (done) /api/chat response."""
+    message: dict[str, Any] = {"role": "assistant", "content": d.text}
+    if d.tool:
+        message["tool_calls"] = [{"function": {"name": d.tool, "arguments": d.arguments}}]
+    return {
+        "model": model, "created_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
+        "message": message, "done": True, "done_reason": "stop", "total_duration": 1_000_000,
+        "load_duration": 1000, "prompt_eval_count": usage[0], "prompt_eval_duration": 1000,
+        "eval_count": usage[1], "eval_duration": 1000,
+    }
+
+
+# --- the server ----------------------------------------------------------------------------
+
+
+class FakeLLM:
+    """One fake provider server; `requests` holds every decoded chat request body, `calls` counts them."""
+
+    def __init__(self, *, api_key: str | None = None, models: list[str] | None = None,
+                 retry_after_ms: int | None = 10) -> None:
+        self.kind = ""
+        self.url = ""
+        self.api_key = api_key
+        self.models = models
+        self.retry_after_ms = retry_after_ms
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.calls = 0
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, kind: str, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve `kind` on host:port (0 picks a free port) and return the base URL for its SDK."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        self.kind = kind
+        self.models = self.models or DEFAULT_MODELS[kind]
+        app = web.Application()
+        if kind == "openai":
+            app.router.add_post("/v1/chat/completions", self._chat)
+            app.router.add_get("/v1/models", self._list_models)
+        elif kind == "anthropic":
+            app.router.add_post("/v1/messages", self._chat)
+            app.router.add_get("/v1/models", self._list_models)
+        else:
+            app.router.add_post("/api/chat", self._chat)
+            app.router.add_get("/api/tags", self._list_models)
+            app.router.add_get("/", self._ollama_root)
+        # handler_cancellation: like a real server, stop work when the client hangs up
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, host, port)
+        await site.start()
+        bound = self._runner.addresses[0][1]
+        self.url = f"http://{host}:{bound}" + ("/v1" if kind == "openai" else "")
+        return self.url
+
+    async def stop(self) -> None:
+        """Stop serving."""
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _error(self, status: int, message: str) -> web.Response:
+        """A provider-shaped error response (retryable ones carry retry-after-ms, as OpenAI sends)."""
+        headers = {}
+        if self.retry_after_ms is not None and (status >= 500 or status in (408, 409, 429)):
+            headers["retry-after-ms"] = str(self.retry_after_ms)
+        if self.kind == "anthropic":
+            headers["request-id"] = "req_fake"
+        return web.json_response(_error_body(self.kind, status, message), status=status, headers=headers)
+
+    def _authorised(self, request: web.Request) -> bool:
+        """Whether the request carries the expected key (always, when no key is required)."""
+        if not self.api_key:
+            return True
+        bearer = request.headers.get("Authorization", "")
+        return bearer == f"Bearer {self.api_key}" or request.headers.get("x-api-key") == self.api_key
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        """Handle one chat request in this server's protocol."""
+        self.calls += 1
+        self.headers.append(dict(request.headers))
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error(400, "The request body is not valid JSON.")
+        self.requests.append(body)
+        if not self._authorised(request):
+            return self._error(401, "Invalid API key.")
+        model = str(body.get("model", ""))
+        if not model:
+            return self._error(400, "model is required")
+        stream = body.get("stream", self.kind == "ollama")
+        if stream and self.kind != "ollama":
+            return self._error(400, "This fake server does not stream; send stream=false.")
+        messages = normalise(self.kind, body)
+        d = decide(messages)
+        if d.sleep:
+            await asyncio.sleep(d.sleep)
+        if d.status:
+            return self._error(d.status, f"Scripted failure with status {d.status}.")
+        usage = usage_of(messages, d)
+        if self.kind == "openai":
+            return web.json_response(_openai_reply(self.calls, model, d, usage))
+        if self.kind == "anthropic":
+            return web.json_response(_anthropic_reply(self.calls, model, d, usage))
+        reply = _ollama_reply(model, d, usage)
+        if stream:  # Ollama streams by default: NDJSON lines, here just the final one
+            return web.Response(text=json.dumps(reply) + "\n", content_type="application/x-ndjson")
+        return web.json_response(reply)
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        """The model list in this server's protocol."""
+        models = self.models or []
+        if self.kind == "openai":
+            return web.json_response({"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "fake"} for m in models]})
+        if self.kind == "anthropic":
+            return web.json_response({"data": [
+                {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+                for m in models], "has_more": False,
+                "first_id": models[0] if models else None, "last_id": models[-1] if models else None})
+        return web.json_response({"models": [
+            {"name": m, "model": m, "modified_at": "2025-01-01T00:00:00Z", "size": 1, "digest": "0" * 64,
+             "details": {"format": "gguf", "family": "fake", "parameter_size": "1B",
+                         "quantization_level": "Q4_0"}} for m in models]})
+
+    async def _ollama_root(self, request: web.Request) -> web.Response:
+        """Ollama answers its root path with a liveness sentence."""
+        return web.Response(text="Ollama is running")
+
+
+def _env_hint(kind: str, url: str) -> str:
+    """The environment a client needs to use the fake at `url`."""
+    return {"openai": f"OPENAI_BASE_URL={url}", "anthropic": f"ANTHROPIC_BASE_URL={url}",
+            "ollama": f"OLLAMA_HOST={url}"}[kind]
+
+
+async def _serve(kind: str, host: str, port: int, api_key: str | None) -> None:
+    """Run one fake server until SIGINT or SIGTERM."""
+    fake = FakeLLM(api_key=api_key)
+    url = await fake.start(kind, host, port)
+    print(url, flush=True)
+    print(f"fake {kind} server; use {_env_hint(kind, url)}", flush=True, file=sys.stderr)
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, done.set)
+    await done.wait()
+    await fake.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line: run one fake server in the foreground, printing its base URL."""
+    parser = argparse.ArgumentParser(description="Fake LLM server speaking a real provider protocol.")
+    parser.add_argument("--kind", choices=KINDS, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--api-key", default=None, help="require this key (401 otherwise)")
+    args = parser.parse_args(argv)
+    asyncio.run(_serve(args.kind, args.host, args.port, args.api_key))
+
+
+if __name__ == "__main__":
+    main()
