@@ -28,6 +28,7 @@ class Actor:
         self.subjects = bus.subjects
         self.started = time.time()
         self._loops: dict[str, float] = {}
+        self._periods: dict[str, float] = {}
         self._background: list[asyncio.Task[Any]] = []
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
@@ -52,9 +53,10 @@ class Actor:
         """Extra facts for the health record (e.g. executor mode, memory count)."""
         return {}
 
-    def alive(self, loop: str) -> None:
-        """Record that one of this actor's own loops made progress (hung detection)."""
+    def alive(self, loop: str, every: float = 1.0) -> None:
+        """Record that one of this actor's loops made progress; it runs every `every` s."""
         self._loops[loop] = time.time()
+        self._periods[loop] = every
 
     def spawn(self, coro: Coroutine[Any, Any, Any], loop: str = "") -> None:
         """Run a background loop for the actor's lifetime; its crash crashes the actor."""

@@ -67,6 +67,7 @@ class ActorProcess:
             handled=sum(c.stats.handled for c in self.consumers),
             failed=sum(c.stats.failed for c in self.consumers),
             loops=loops,
+            periods=dict(self.actor._periods),
             info=self.actor.health_info(),
         )
 

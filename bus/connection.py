@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -165,11 +166,16 @@ class Bus:
         raise PublishError(f"JetStream did not accept {subject}: {last}")
 
     async def close(self) -> None:
-        """Drain and close; safe to call twice."""
+        """Drain and close; safe to call twice, and quick when the server is already gone."""
         if self._closed or self._nc is None:
             return
         self._closed = True
-        try:
-            await asyncio.wait_for(self._nc.drain(), timeout=5)
-        except Exception:  # noqa: BLE001 - closing anyway
-            await self._nc.close()
+        nc = self._nc
+        if nc.is_connected:
+            try:
+                await asyncio.wait_for(nc.drain(), timeout=5)
+                return
+            except Exception:  # noqa: BLE001 - closing anyway
+                pass
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.close(), timeout=2)

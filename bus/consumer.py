@@ -41,7 +41,7 @@ class Subscription:
     stream: str
     durable: str
     filters: tuple[str, ...]
-    ack_wait: float = 30.0
+    ack_wait: float = 10.0  # in_progress every ack_wait/3 keeps long work; a crash frees it fast
     max_deliver: int = 5  # attempts; one extra delivery catches crash loops
     max_ack_pending: int = 256
     concurrency: int = 16
@@ -73,7 +73,8 @@ class Consumer:
         self.handler = handler
         self.stats = ConsumerStats()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._slots = asyncio.Semaphore(sub.concurrency)
+        self._inflight = 0
+        self._psub: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 
@@ -98,15 +99,26 @@ class Consumer:
 
     async def run(self) -> None:
         """Fetch until stopped; re-creates the subscription after server restarts."""
-        psub = None
+        try:
+            await self._fetch_loop()
+        finally:
+            # An unsubscribed pull subscription lets the connection drain promptly.
+            if self._psub is not None:
+                with contextlib.suppress(Exception):
+                    await self._psub.unsubscribe()
+
+    async def _fetch_loop(self) -> None:
         failures = 0
         while not self._stopping.is_set():
+            # Saturated with in-flight work: wait (still alive) instead of fetching more.
+            while self._inflight >= self.sub.concurrency:
+                self.stats.last_fetch_ok = time.time()
+                await asyncio.sleep(0.05)
             try:
-                if psub is None:
-                    psub = await self._subscribe()
-                await self._slots.acquire()
-                self._slots.release()
-                msgs = await psub.fetch(batch=self.sub.concurrency, timeout=1.0)
+                if self._psub is None:
+                    self._psub = await self._subscribe()
+                batch = self.sub.concurrency - self._inflight
+                msgs = await self._psub.fetch(batch=batch, timeout=1.0)
                 self.stats.last_fetch_ok = time.time()
                 failures = 0
             except asyncio.CancelledError:
@@ -117,14 +129,14 @@ class Consumer:
             except Exception as exc:  # noqa: BLE001 - server restart, consumer gone: resubscribe
                 failures += 1
                 log.warning("fetch on %s failed (%s); resubscribing", self.sub.durable, exc)
-                if psub is not None:
+                if self._psub is not None:
                     with contextlib.suppress(Exception):
-                        await psub.unsubscribe()
-                psub = None
+                        await self._psub.unsubscribe()
+                self._psub = None
                 await asyncio.sleep(min(0.25 * failures, 2.0))
                 continue
             for raw in msgs:
-                await self._slots.acquire()
+                self._inflight += 1
                 task = asyncio.create_task(self._process(raw))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -143,7 +155,7 @@ class Consumer:
         try:
             await self._process_one(raw)
         finally:
-            self._slots.release()
+            self._inflight -= 1
 
     async def _process_one(self, raw: NatsMsg) -> None:
         meta = raw.metadata

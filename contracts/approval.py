@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import msgspec
-
 from contracts.base import Msg
 from contracts.channel import Sink
 from contracts.tools import ToolRequest

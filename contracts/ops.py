@@ -46,4 +46,5 @@ class Health(msgspec.Struct, kw_only=True):
     handled: int = 0
     failed: int = 0
     loops: dict[str, float] = msgspec.field(default_factory=dict)
+    periods: dict[str, float] = msgspec.field(default_factory=dict)  # expected loop period
     info: dict[str, Any] = msgspec.field(default_factory=dict)

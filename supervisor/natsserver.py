@@ -64,6 +64,7 @@ class EmbeddedNats:
         self.proc = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, preexec_fn=pdeathsig,
+            start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops us last
         )
         assert self.proc.stdout is not None
         logfile = self.log_path.open("ab") if self.log_path else None

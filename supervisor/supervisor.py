@@ -131,7 +131,7 @@ class Supervisor:
             return await asyncio.create_subprocess_exec(
                 *actor_command(name), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 env=actor_env(name, self.nats_url, str(self.settings.home)),
-                preexec_fn=pdeathsig,
+                preexec_fn=pdeathsig, start_new_session=True,
             )
         finally:
             out.close()
@@ -196,7 +196,7 @@ class Supervisor:
         if now - h.ts > stale:
             return f"health not reported for {now - h.ts:.0f}s"
         for loop, ts in h.loops.items():
-            if now - ts > stale:
+            if now - ts > stale + h.periods.get(loop, 0.0):
                 return f"its {loop} loop made no progress for {now - ts:.0f}s"
         return ""
 

@@ -74,7 +74,6 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
     print(f"tapping {subject}{' type=' + type_filter if type_filter else ''} (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     try:
-        while True:
-            await asyncio.sleep(3600)
+        await asyncio.Event().wait()  # until Ctrl-C
     finally:
         await bus.close()

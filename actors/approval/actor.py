@@ -134,7 +134,7 @@ class ApprovalActor(Actor):
 
     async def _expire_loop(self) -> None:
         while True:
-            self.alive("expiry")
+            self.alive("expiry", every=5)
             try:
                 for key in await self.kv.keys():
                     entry = await self.kv.get(key)

@@ -59,7 +59,7 @@ class ExecutorActor(Actor):
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
-        cmd = Subscription(s.stream_cmd, "executor", (s.cmd("executor", "*"),), ack_wait=30)
+        cmd = Subscription(s.stream_cmd, "executor", (s.cmd("executor", "*"),))
         evt = Subscription(
             s.stream_evt, "executor-approvals", (f"{s.p}.evt.approval.resolved.>",)
         )

@@ -34,7 +34,7 @@ class HeartbeatActor(Actor):
     async def _loop(self) -> None:
         interval = self.settings.agent.heartbeat.interval_secs
         while True:
-            self.alive("tick")
+            self.alive("tick", every=interval)
             await self._fire_due()
             await self._write_health()
             await self._write_identity()

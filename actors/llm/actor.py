@@ -22,8 +22,8 @@ NO_MODEL = (
 )
 
 PROVIDER_VARS = (
-    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
-    "OLLAMA_HOST",
+    "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
+    "OPENAI_BASE_URL", "OLLAMA_HOST", "OLLAMA_API_KEY",
 )
 
 
@@ -40,7 +40,7 @@ class LlmActor(Actor):
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
         sub = Subscription(
-            s.stream_cmd, "llm", (s.cmd("llm", "*"),), ack_wait=30, ordered_by="",
+            s.stream_cmd, "llm", (s.cmd("llm", "*"),), ordered_by="",
             concurrency=8,
         )
         return [(sub, LlmRequest)]

@@ -165,7 +165,8 @@ async def _openai(client: Any, model: str, messages: list[ChatMessage], tools: l
     if tools:
         kw["tools"] = _convert.openai_tools(tools)
     # api.openai.com's newer models only accept max_completion_tokens; local servers know max_tokens.
-    limit = "max_tokens" if os.environ.get("OPENAI_BASE_URL") else "max_completion_tokens"
+    local = "api.openai.com" not in os.environ.get("OPENAI_BASE_URL", "api.openai.com")
+    limit = "max_tokens" if local else "max_completion_tokens"
     kw[limit] = max_tokens
     resp = await client.chat.completions.create(
         model=model, messages=_convert.openai_messages(messages), timeout=seconds, **kw

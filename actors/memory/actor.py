@@ -8,7 +8,15 @@ from typing import Any
 
 from actors.base import Actor
 from bus import Subscription
-from contracts import MemorySave, MemorySearch, Recall, Recalled, ToolRequest, ToolResult
+from contracts import (
+    MemorySave,
+    MemorySearch,
+    Recall,
+    Recalled,
+    ToolRequest,
+    ToolResult,
+    short_hash,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +61,7 @@ class MemoryActor(Actor):
         try:
             mem_id = await asyncio.to_thread(
                 self.store.save, msg.content, kind=kind, tags=msg.tags, session=msg.session,
-                id=msg.id,
+                id=short_hash(msg.id, 12),
             )
             ok, text = True, f"Saved as memory {mem_id} ({kind})."
         except ValueError as exc:

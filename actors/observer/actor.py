@@ -66,7 +66,7 @@ class ObserverActor(Actor):
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs
         while True:
-            self.alive("idle")
+            self.alive("idle", every=5)
             now = time.time()
             for session, last in list(self.last_activity.items()):
                 if now - last >= idle and self.idle_sent.get(session) != last:

@@ -108,7 +108,9 @@ async def test_tool_call_then_tool_result_round_trip(served: tuple[str, FakeLLM]
     call = first.tool_calls[0]
     assert call.name == "execute_command"
     assert call.arguments == {"command": "ls -la /tmp"}
-    assert call.id == ("call_0" if kind == "ollama" else call.id) and call.id
+    assert call.id
+    if kind == "ollama":  # ollama has no call ids; they are made up in order
+        assert call.id == "call_0"
     assert first.usage.output_tokens >= 1
 
     tools_sent = fake.requests[0]["tools"]
@@ -374,3 +376,4 @@ async def test_fake_server_runs_as_a_process(monkeypatch: pytest.MonkeyPatch) ->
     finally:
         proc.terminate()
         assert await asyncio.wait_for(proc.wait(), 10) == 0
+

