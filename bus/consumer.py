@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,7 +72,7 @@ class Consumer:
         self.decoder = decoder_for(inbox)
         self.handler = handler
         self.stats = ConsumerStats()
-        self._locks: dict[str, asyncio.Lock] = {}
+        self._locks: dict[str, list[Any]] = {}  # key -> [lock, holders + waiters]
         self._inflight = 0
         self._psub: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -179,15 +179,12 @@ class Consumer:
                 )
                 return
             key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
-            lock = self._locks.setdefault(key, asyncio.Lock()) if key else None
             # in_progress from the moment of fetch: waiting behind the session lock counts too
             beat = asyncio.create_task(self._keep_alive(raw))
             try:
-                if lock is not None:
-                    async with lock:
+                if key:
+                    async with self._ordered(key):
                         await self._handle(raw, msg, deliveries)
-                    if not lock.locked() and self._locks.get(key) is lock:
-                        del self._locks[key]
                 else:
                     await self._handle(raw, msg, deliveries)
             finally:
@@ -195,6 +192,21 @@ class Consumer:
         finally:
             tracing._current.reset(tp_token)
             logs.reset(token)
+
+    @contextlib.asynccontextmanager
+    async def _ordered(self, key: str) -> AsyncIterator[None]:
+        """FIFO per key; the lock is dropped once nobody holds or waits for it."""
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[key]
 
     def _done_key(self, msg: Msg) -> str:
         return f"{self.sub.durable}.{short_hash(msg.id, 24)}"

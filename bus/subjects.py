@@ -17,7 +17,7 @@ class StreamSpec:
     subjects: tuple[str, ...]
     max_age: float
     description: str
-    max_bytes: int = 1 << 30
+    max_bytes: int = -1  # age-limited; a byte cap would reserve disk up front in JetStream
     duplicate_window: float = 600.0
 
 

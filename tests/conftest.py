@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -59,8 +58,3 @@ async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
     await b.provision()
     yield b
     await b.close()
-
-
-@pytest.fixture
-def event_loop_policy() -> Iterator[asyncio.AbstractEventLoopPolicy]:
-    yield asyncio.DefaultEventLoopPolicy()

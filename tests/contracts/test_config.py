@@ -1,0 +1,62 @@
+"""Config: defaults <- files <- WM__ environment; errors name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contracts.config import ConfigError, load_settings
+
+
+def write(home: Path, name: str, text: str) -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / name).write_text(text)
+
+
+def test_defaults_without_files(tmp_path: Path) -> None:
+    s = load_settings(tmp_path, {})
+    assert s.config.budget.max_tool_calls_per_turn == 20
+    assert s.config.nats.prefix == "wm"
+    assert s.agent.personality.name == "Wintermute"
+
+
+def test_environment_overrides_file_and_parses_json_literals(tmp_path: Path) -> None:
+    write(tmp_path, "config.toml", "[budget]\nmax_tool_calls_per_turn = 5\n[models]\ndefault='openai/a'\n")
+    env = {
+        "WM__BUDGET__MAX_TOOL_CALLS_PER_TURN": "7",
+        "WM__CHANNELS__TELEGRAM__ALLOWED_USERS": "[111, 222]",
+        "WM__MODELS__FALLBACK": '["anthropic/b"]',
+        "WM__HEARTBEAT__INTERVAL_SECS": "2.5",
+    }
+    s = load_settings(tmp_path, env)
+    assert s.config.budget.max_tool_calls_per_turn == 7
+    assert s.config.channels.telegram.allowed_users == [111, 222]
+    assert s.config.models.default == "openai/a"
+    assert s.config.models.fallback == ["anthropic/b"]
+    assert s.agent.heartbeat.interval_secs == 2.5
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "env", "message"),
+    [
+        ("config.toml", "[budget]\nmax_tool_calls_per_turn = 'many'\n", {},
+         "'budget.max_tool_calls_per_turn'"),
+        ("config.toml", "[budgett]\nx = 1\n", {}, "unknown setting 'budgett'"),
+        ("config.toml", "", {"WM__BUDGET__MAX_TOKENS_PER_DAY": "lots"},
+         "'budget.max_tokens_per_day'"),
+        ("config.toml", "[models]\ndefault = 'gpt-4'\n", {}, "'models.default'"),
+        ("config.toml", "[models.roles]\noracle = 'nope/x'\n", {}, "'models.roles.oracle'"),
+        ("config.toml", "[executor]\nrisky_patterns = ['(']\n", {}, "'executor.risky_patterns[0]'"),
+        ("agent.toml", "[[scheduled_tasks]]\nname='a'\ncron='every day'\n", {},
+         "'scheduled_tasks[0].cron'"),
+        ("config.toml", "not toml ===", {}, "not valid TOML"),
+    ],
+)
+def test_bad_settings_name_the_key(
+    tmp_path: Path, name: str, text: str, env: dict[str, str], message: str
+) -> None:
+    write(tmp_path, name, text)
+    with pytest.raises(ConfigError) as err:
+        load_settings(tmp_path, env)
+    assert message in str(err.value)
