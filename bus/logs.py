@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -47,9 +48,14 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-def setup(actor: str, level: str = "info") -> None:
-    """Send JSON logs to stderr (the supervisor collects them under logs/)."""
-    handler = logging.StreamHandler(sys.stderr)
+def setup(actor: str, level: str = "info", path: Path | None = None) -> None:
+    """Send JSON logs to stderr (the supervisor collects them under logs/), or to `path`."""
+    handler: logging.Handler
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(path)
+    else:
+        handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter(actor))
     root = logging.getLogger()
     root.handlers[:] = [handler]

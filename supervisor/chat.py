@@ -79,8 +79,18 @@ async def chat_once(settings: Settings, text: str, chat: str, timeout: float) ->
         await bus.close()
 
 
-async def chat_repl(settings: Settings, chat: str) -> int:
-    bus = await connect(settings, "chat")
+async def _stdin_lines() -> asyncio.StreamReader:
+    """stdin as an asyncio stream, so leaving never waits on a blocked reader thread."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    return reader
+
+
+async def chat_repl(settings: Settings, chat: str, bus: Bus | None = None) -> int:
+    """Interactive chat until end of input; approval prompts are answered with y/n."""
+    own_bus = bus is None
+    bus = bus or await connect(settings, "chat")
     client = ChatClient(bus, chat)
     await client.start()
     pending: list[str] = []
@@ -96,10 +106,11 @@ async def chat_repl(settings: Settings, chat: str) -> int:
 
     task = asyncio.create_task(printer())
     print("Talking to Wintermute as the owner. /help for commands, Ctrl-D to leave.")
+    lines = await _stdin_lines()
     try:
         while True:
             print("> ", end="", flush=True)
-            line = await asyncio.to_thread(sys.stdin.readline)
+            line = (await lines.readline()).decode(errors="replace")
             if not line:
                 return 0
             text = line.strip()
@@ -111,7 +122,8 @@ async def chat_repl(settings: Settings, chat: str) -> int:
             await client.send(text)
     finally:
         task.cancel()
-        await bus.close()
+        if own_bus:
+            await bus.close()
 
 
 async def send_command(settings: Settings, text: str, chat: str) -> int:

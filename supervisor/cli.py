@@ -43,7 +43,8 @@ def init() -> None:
 @click.option("--nats-port", type=int, default=0, help="Port for the embedded nats-server.")
 @click.option("--nats-url", default="", help="Use this NATS server instead of the embedded one.")
 @click.option("--no-spawn", is_flag=True, help="Watch mode (Kubernetes): do not spawn actors.")
-def up(nats_port: int, nats_url: str, no_spawn: bool) -> None:
+@click.option("--chat", "with_chat", is_flag=True, help="Also chat in this terminal (logs go to logs/).")
+def up(nats_port: int, nats_url: str, no_spawn: bool, with_chat: bool) -> None:
     """Start NATS (embedded unless a URL is given), the supervisor and every actor."""
     from supervisor.home import init_home
     from supervisor.up import run_up
@@ -51,7 +52,7 @@ def up(nats_port: int, nats_url: str, no_spawn: bool) -> None:
     home = _home()
     init_home(home)
     settings = _settings(home)
-    sys.exit(asyncio.run(run_up(settings, nats_url, nats_port, spawn=not no_spawn)))
+    sys.exit(asyncio.run(run_up(settings, nats_url, nats_port, spawn=not no_spawn, chat=with_chat)))
 
 
 @main.command()

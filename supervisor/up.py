@@ -19,6 +19,18 @@ from supervisor.supervisor import Supervisor, write_runtime
 log = logging.getLogger(__name__)
 
 
+async def _with_chat(sup: Supervisor, settings: Settings, bus: Bus) -> None:
+    """Supervise and chat in one terminal; leaving the chat stops everything."""
+    from supervisor.chat import chat_repl
+
+    run = asyncio.create_task(sup.run())
+    talk = asyncio.create_task(chat_repl(settings, "owner", bus))
+    await asyncio.wait([run, talk], return_when=asyncio.FIRST_COMPLETED)
+    talk.cancel()
+    sup.stop()
+    await asyncio.gather(run, talk, return_exceptions=True)
+
+
 def runtime_path(home: Path) -> Path:
     return home / "data" / "runtime.json"
 
@@ -28,15 +40,22 @@ def running_instance(home: Path) -> dict[str, object] | None:
     path = runtime_path(home)
     try:
         data = json.loads(path.read_text())
-        os.kill(int(data["supervisor_pid"]), 0)
+        pid = int(data["supervisor_pid"])
+        if pid == os.getpid():  # a stale record naming us (PID 1 in a restarted container)
+            return None
+        os.kill(pid, 0)
     except (OSError, ValueError, KeyError):
         return None
     return data  # type: ignore[no-any-return]
 
 
-async def run_up(settings: Settings, nats_url: str = "", nats_port: int = 0, spawn: bool = True) -> int:
-    """Foreground: run until SIGINT/SIGTERM, then stop everything in order."""
-    buslogs.setup("supervisor", settings.config.logging.level)
+async def run_up(
+    settings: Settings, nats_url: str = "", nats_port: int = 0, spawn: bool = True,
+    chat: bool = False,
+) -> int:
+    """Foreground: run until SIGINT/SIGTERM (or, with chat, end of input), then stop in order."""
+    buslogs.setup("supervisor", settings.config.logging.level,
+                  settings.home / "logs" / "supervisor.log" if chat else None)
     home = settings.home
     if running_instance(home):
         print(f"wintermute is already running for {home} (see `wintermute status`).")
@@ -62,7 +81,10 @@ async def run_up(settings: Settings, nats_url: str = "", nats_port: int = 0, spa
             loop.add_signal_handler(sig, sup.stop)
         print(f"wintermute is up: nats {url}, home {home}. `wintermute chat` to talk; "
               "Ctrl-C stops.", flush=True)
-        await sup.run()
+        if chat:
+            await _with_chat(sup, settings, bus)
+        else:
+            await sup.run()
         return 0
     finally:
         if sup is not None:

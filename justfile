@@ -1,0 +1,31 @@
+# Wintermute recipes. `just --list` shows them.
+
+venv := ".venv"
+py := venv + "/bin/python"
+
+# install (editable, with dev tools) into .venv
+install:
+    test -x {{py}} || python3 -m venv {{venv}}
+    {{py}} -m pip install -q -e '.[dev]'
+
+# run everything in the foreground and chat in this terminal
+up: install
+    {{venv}}/bin/wintermute up --chat
+
+# run the whole test suite (what CI runs)
+test: install
+    {{venv}}/bin/pytest
+
+# fast tests only (skip end-to-end runs of `wintermute up`)
+test-fast: install
+    {{venv}}/bin/pytest -m "not slow"
+
+# ruff and mypy (strict on bus/ and contracts/)
+lint: install
+    {{venv}}/bin/ruff check .
+    {{venv}}/bin/mypy bus contracts
+
+# benchmarks that print figures (never asserted in tests)
+bench: install
+    {{py}} -m benchmarks.bus_throughput
+    {{py}} -m benchmarks.turn_latency

