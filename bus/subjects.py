@@ -48,6 +48,7 @@ class Subjects:
         self.kv_approvals = f"{prefix}_approvals"
         self.kv_budget = f"{prefix}_budget"
         self.kv_state = f"{prefix}_state"
+        self.kv_tools = f"{prefix}_tools"
 
     # inbound / outbound, ending with the routing key
     def inbound(self, channel: str, chat: str) -> str:
@@ -88,4 +89,6 @@ class Subjects:
             BucketSpec(self.kv_approvals, 3600.0, "pending approvals"),
             BucketSpec(self.kv_budget, 40 * DAY, "token usage per day and session"),
             BucketSpec(self.kv_state, None, "supervisor status, executor and memory facts"),
+            BucketSpec(self.kv_tools, None, "tool status by name: quarantine set by the supervisor",
+                       history=5),
         ]

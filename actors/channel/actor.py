@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 from typing import Any
 
 from actors.base import Actor
 from actors.channel.adapter import Adapter
-from actors.channel.terminal import TerminalAdapter
 from bus import Reject, Subscription
 from contracts import ApprovalPrompt, Notice, Reply, TerminalInput, short_hash
 
 log = logging.getLogger(__name__)
 
 ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
+
+#: Platform adapters, imported only when enabled (each SDK is heavy).
+ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
 NO_REPLY = "[NO_REPLY]"
 
 
@@ -22,8 +25,11 @@ class ChannelActor(Actor):
 
     async def on_start(self) -> None:
         self.adapters: dict[str, Adapter] = {}
-        if self.config.channels.terminal.enabled:
-            self.adapters["terminal"] = TerminalAdapter(self)
+        for name, target in ADAPTERS.items():
+            module, cls_name = target.split(":")
+            cls = getattr(importlib.import_module(module), cls_name)
+            if cls.enabled(self.config, self.home):
+                self.adapters[name] = cls(self)
         for adapter in self.adapters.values():
             await adapter.start()
 

@@ -18,6 +18,11 @@ class Adapter:
         self.subjects = actor.subjects
         self.config = actor.config
 
+    @classmethod
+    def enabled(cls, config: Any, home: Any) -> bool:
+        """Whether this adapter should run with this configuration."""
+        return False
+
     async def start(self) -> None:
         """Begin receiving (pollers, sockets)."""
 

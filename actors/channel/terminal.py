@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from actors.channel.adapter import Adapter
+from actors.channel.commands import CommandContext, handle_command
 from actors.common.redact import credential_guard
 from contracts import (
-    ApprovalDecision,
     ApprovalPrompt,
     Delivered,
     Notice,
     Reply,
-    SessionReset,
     Sink,
     TerminalInput,
     TurnRequest,
@@ -20,14 +20,14 @@ from contracts import (
 
 log = logging.getLogger(__name__)
 
-HELP = (
-    "Commands: /approve ID, /deny ID, /reset (forget this conversation's history), /help. "
-    "Anything else goes to the agent."
-)
 
 
 class TerminalAdapter(Adapter):
     channel = "terminal"
+
+    @classmethod
+    def enabled(cls, config: Any, home: Any) -> bool:
+        return bool(config.channels.terminal.enabled)
 
     def principal(self, chat: str) -> str:
         return f"terminal:{chat}"
@@ -36,24 +36,10 @@ class TerminalAdapter(Adapter):
         principal = self.principal(update.chat)
         is_owner = principal in self.config.owner.principals
         text = update.text.strip()
-        word, _, rest = text.partition(" ")
-        if word in ("/approve", "/deny"):
-            decision = ApprovalDecision(
-                id=f"{update.id}:decision", approval_id=rest.strip(), approved=word == "/approve",
-                principal=principal, is_owner=is_owner,
-            )
-            await self.bus.publish(self.subjects.cmd("approval", "decide"), decision)
-            await self._deliver(update, "notice", f"Sent: {word[1:]} {rest.strip()}.")
-            return
-        if word == "/reset":
-            await self.bus.publish(
-                self.subjects.cmd("planner", "reset"),
-                SessionReset(id=f"{update.id}:reset", session=principal),
-            )
-            await self._deliver(update, "notice", "This conversation's history was cleared.")
-            return
-        if word == "/help":
-            await self._deliver(update, "notice", HELP)
+        ctx = CommandContext(principal, is_owner, principal, update.id)
+        answer = await handle_command(self.actor, ctx, text)
+        if answer is not None:
+            await self._deliver(update, "notice", answer)
             return
         guard = credential_guard(text)
         if guard.action == "block":

@@ -1,4 +1,4 @@
-"""The executor: policy gate, then the tool. Direct mode only for now (no sandbox yet)."""
+"""The executor: look up the tool, gate it (owner, approval), run it once, redact, report."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ import msgspec
 from actors.base import Actor
 from actors.common.redact import Redactor
 from actors.common.secrets import load_dotenv
-from actors.executor.command import run_command, scrubbed_env
+from actors.executor.base import Tool, ToolContext, ToolOutput
+from actors.executor.command import scrubbed_env
 from actors.executor.policy import PolicyGate
-from actors.executor.tools import CORE_TOOLS
+from actors.executor.registry import ToolRegistry
+from actors.executor.sandbox import detect_sandbox
+from actors.executor.tools import core_tools
 from bus import Subscription
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
-    MemorySave,
-    MemorySearch,
     Sink,
     ToolOutcome,
     ToolRequest,
@@ -32,30 +33,32 @@ log = logging.getLogger(__name__)
 
 ExecutorInbox = ToolRequest | ApprovalResolved
 
-MODE_NOTE = (
-    "direct: commands run as the Wintermute user without a sandbox (bubblewrap and Docker "
-    "sandboxes are not built yet); risky commands need the owner's approval"
-)
-
 
 class ExecutorActor(Actor):
     name = "executor"
 
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
-        self.redactor = Redactor.from_env(self.home / ".env", os.environ)
-        self.env = scrubbed_env(os.environ, secrets.keys())
-        self.workspace = self.home / "workspace"
-        self.workspace.mkdir(parents=True, exist_ok=True)
-        self.gate = PolicyGate(self.config.executor.risky_patterns)
-        self.tools = {t.name: t for t in CORE_TOOLS}
+        redactor = Redactor.from_env(self.home / ".env", os.environ)
+        env = scrubbed_env(os.environ, secrets.keys())
+        (self.home / "workspace").mkdir(parents=True, exist_ok=True)
+        self.sandbox = await detect_sandbox(self.config.executor.mode, self.home)
+        self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
+        gate = PolicyGate(self.config.executor.risky_patterns)
+        self.registry = ToolRegistry(core_tools(gate))
+        await self.publish_tools()
+
+    async def on_stop(self) -> None:
+        await self.sandbox.close()
+
+    async def publish_tools(self) -> None:
+        """Tell the planner (tool definitions) and the heartbeat (IDENTITY.md) what exists."""
         await self.bus.kv_put(
-            self.subjects.kv_state, "tools", msgspec.json.encode(list(self.tools.values()))
+            self.subjects.kv_state, "tools", msgspec.json.encode(self.registry.specs())
         )
-        await self.bus.kv_put(
-            self.subjects.kv_state, "executor",
-            msgspec.json.encode({"mode": "direct", "note": MODE_NOTE, "tools": list(self.tools)}),
-        )
+        facts = {"mode": self.sandbox.kind, "note": self.sandbox.note,
+                 "tools": self.registry.names()}
+        await self.bus.kv_put(self.subjects.kv_state, "executor", msgspec.json.encode(facts))
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
@@ -66,7 +69,10 @@ class ExecutorActor(Actor):
         return [(cmd, ExecutorInbox), (evt, ExecutorInbox)]
 
     def health_info(self) -> dict[str, Any]:
-        return {"mode": "direct", "tools": len(getattr(self, "tools", {}))}
+        sandbox = getattr(self, "sandbox", None)
+        registry = getattr(self, "registry", None)
+        return {"mode": sandbox.kind if sandbox else "starting",
+                "tools": len(registry.names()) if registry else 0}
 
     async def handle(self, msg: ExecutorInbox) -> None:
         match msg:
@@ -76,81 +82,84 @@ class ExecutorActor(Actor):
                 await self._on_resolved(msg)
 
     async def _on_request(self, req: ToolRequest) -> None:
-        if req.name not in self.tools:
-            known = ", ".join(sorted(self.tools))
+        tool = self.registry.get(req.name)
+        if tool is None:
+            known = ", ".join(self.registry.names())
             await self._result(req, False, f"Unknown tool {req.name!r}. Available: {known}.")
             return
-        decision = self.gate.decide(req.name, req.arguments, req.is_owner)
-        if decision.verdict == "deny":
-            await self._result(req, False, decision.reason)
+        quarantine = await self._quarantined(req.name)
+        if quarantine:
+            await self._result(req, False, quarantine)
             return
-        if decision.verdict == "approve":
-            summary = f"{req.name}: {self.redactor.redact(str(req.arguments.get('command', '')))}"
-            approval = ApprovalRequest(
-                id=f"{req.id}:approval", session=req.session, summary=summary,
-                reason=decision.reason, call=req,
-                sink=Sink.parse(self.config.owner.sink),
-            )
-            await self.publish(self.subjects.cmd("approval", "request"), approval)
+        if tool.owner_only and not req.is_owner:
             await self._result(
-                req, True,
-                "Waiting for the owner's approval to run this ("
-                f"{decision.reason}). It will run once approved and the result will follow as a "
-                "new event. Carry on with other work or tell the user you are waiting.",
+                req, False, f"Only the owner may use {req.name}; this request was refused."
             )
             return
-        await self._run(req)
-
-    async def _run(self, req: ToolRequest, *, deferred: bool = False, result_id: str = "") -> None:
-        match req.name:
-            case "execute_command":
-                await self._execute(req, deferred=deferred, result_id=result_id)
-            case "memory_save":
-                save = MemorySave(
-                    id=f"{req.id}:memory", session=req.session,
-                    content=self.redactor.redact(str(req.arguments.get("content", ""))),
-                    kind=str(req.arguments.get("kind", "fact")), for_call=req,
-                )
-                await self.publish(self.subjects.cmd("memory", "save"), save)
-            case "memory_search":
-                search = MemorySearch(
-                    id=f"{req.id}:memory", session=req.session,
-                    query=str(req.arguments.get("query", "")),
-                    limit=_int(req.arguments.get("limit"), 5), for_call=req,
-                )
-                await self.publish(self.subjects.cmd("memory", "search"), search)
-
-    async def _execute(self, req: ToolRequest, *, deferred: bool, result_id: str) -> None:
-        # A command is never run twice: if we crashed mid-run, say so instead of re-running.
-        key = "exec." + short_hash(req.id, 32)
-        if await self.bus.kv_get(self.subjects.kv_done, key) is not None:
-            await self._result(
-                req, False,
-                "The executor restarted while this command was running, so its outcome is "
-                "unknown; it was not run again. Check its effects before retrying.",
-                deferred=deferred, result_id=result_id,
-            )
+        reason = await tool.approval_reason(req, self.ctx)
+        if reason:
+            await self._ask_approval(req, reason)
             return
-        await self.bus.kv_put(self.subjects.kv_done, key, b"started")
-        command = str(req.arguments.get("command", ""))
-        limit = self.config.executor.timeout_secs
-        timeout = min(_float(req.arguments.get("timeout_secs"), limit), limit)
-        started = time.monotonic()
-        res = await run_command(
-            command, cwd=self.workspace, timeout=timeout,
-            output_limit=self.config.executor.output_limit, env=self.env,
+        await self._run(tool, req)
+
+    async def _quarantined(self, name: str) -> str:
+        """A sentence for the model and the user if the supervisor quarantined this tool."""
+        raw = await self.bus.kv_get(self.subjects.kv_tools, name)
+        if not raw:
+            return ""
+        status = msgspec.json.decode(raw)
+        if not isinstance(status, dict) or status.get("status") != "quarantined":
+            return ""
+        reason = status.get("reason") or "it kept failing"
+        return (
+            f"The tool {name} is quarantined by the supervisor ({reason}), so it was not run. "
+            f"Tell the user; the owner can lift it with `wintermute tools release {name}` or "
+            f"/tools release {name}."
         )
-        output = self.redactor.redact(res.output)
-        if res.timed_out:
-            text = f"Timed out after {timeout:g}s and was killed.\n{output}"
-        else:
-            text = f"exit code {res.exit_code}\n{output}"
-        ok = not res.timed_out and res.exit_code == 0
-        await self._result(req, ok, text, deferred=deferred, result_id=result_id)
+
+    async def _ask_approval(self, req: ToolRequest, reason: str) -> None:
+        detail = req.arguments.get("command") or msgspec.json.encode(req.arguments).decode()
+        approval = ApprovalRequest(
+            id=f"{req.id}:approval", session=req.session,
+            summary=f"{req.name}: {self.ctx.redactor.redact(str(detail))[:500]}", reason=reason,
+            call=req, sink=Sink.parse(self.config.owner.sink),
+        )
+        await self.publish(self.subjects.cmd("approval", "request"), approval)
+        await self._result(
+            req, True,
+            f"Waiting for the owner's approval to run this ({reason}). It will run once "
+            "approved and the result will follow as a new event. Carry on with other work or "
+            "tell the user you are waiting.",
+        )
+
+    async def _run(self, tool: Tool, req: ToolRequest, *, deferred: bool = False,
+                   result_id: str = "") -> None:
+        if tool.side_effects:
+            # Never run twice: if we crashed mid-run, say so instead of running again.
+            key = "exec." + short_hash(req.id, 32)
+            if await self.bus.kv_get(self.subjects.kv_done, key) is not None:
+                await self._result(
+                    req, False,
+                    "The executor restarted while this call was running, so its outcome is "
+                    "unknown; it was not run again. Check its effects before retrying.",
+                    deferred=deferred, result_id=result_id,
+                )
+                return
+            await self.bus.kv_put(self.subjects.kv_done, key, b"started")
+        started = time.monotonic()
+        try:
+            out = await tool.run(req, self.ctx)
+        except Exception as exc:  # noqa: BLE001 - a broken tool is a tool error, not a crash
+            log.exception("tool %s failed", req.name)
+            out = ToolOutput(ok=False, output=f"The tool {req.name} failed: {exc!r}")
+        if out is None:
+            return  # forwarded: another actor answers
+        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)
         outcome = ToolOutcome(
-            id=f"{req.id}:outcome", tool=req.name, ok=ok,
+            id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=int((time.monotonic() - started) * 1000),
-            error="" if ok else output[-500:], timed_out=res.timed_out,
+            error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
+            timed_out=out.timed_out,
         )
         await self.publish(self.subjects.evt("tool", "outcome", req.name), outcome)
 
@@ -159,10 +168,12 @@ class ExecutorActor(Actor):
         if call is None:
             return
         result_id = f"{msg.id}:result"
-        if msg.status == "approved":
-            await self._run(call, deferred=True, result_id=result_id)
+        tool = self.registry.get(call.name)
+        if msg.status == "approved" and tool is not None:
+            await self._run(tool, call, deferred=True, result_id=result_id)
             return
-        why = "denied it" if msg.status == "denied" else "did not answer in time (expired)"
+        why = {"approved": "approved it, but the tool no longer exists",
+               "denied": "denied it"}.get(msg.status, "did not answer in time (expired)")
         await self._result(
             call, False, f"Not run: the owner {why}.", deferred=True, result_id=result_id
         )
@@ -174,20 +185,6 @@ class ExecutorActor(Actor):
         result = ToolResult(
             id=result_id or f"{req.id}:result", session=req.session, turn_id=req.turn_id,
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
-            output=self.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
+            output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
         )
         await self.publish(self.subjects.evt("tool", "result", req.session), result)
-
-
-def _float(value: Any, default: float) -> float:
-    try:
-        return float(value) if value is not None else default
-    except (TypeError, ValueError):
-        return default
-
-
-def _int(value: Any, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except (TypeError, ValueError):
-        return default

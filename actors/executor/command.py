@@ -103,6 +103,14 @@ def _close(proc: asyncio.subprocess.Process) -> None:
         transport.close()
 
 
+async def _feed(pipe: asyncio.StreamWriter, data: bytes) -> None:
+    """Write stdin and close it; a child that exits without reading it is fine."""
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        pipe.write(data)
+        await pipe.drain()
+        pipe.close()
+
+
 async def _pump(stream: asyncio.StreamReader, capture: _Capture) -> None:
     """Read the stream to EOF into the capture."""
     while chunk := await stream.read(READ_CHUNK):
@@ -124,26 +132,47 @@ async def run_command(
     command: str,
     *,
     cwd: Path,
+    timeout: float,
+    output_limit: int,
+    env: Mapping[str, str],
+    stdin: bytes = b"",
+) -> CommandResult:
+    """Run `bash -c command` (see run_process)."""
+    bash = shutil.which("bash") or "/bin/bash"
+    return await run_process(
+        [bash, "-c", command], cwd=cwd, timeout=timeout, output_limit=output_limit, env=env,
+        stdin=stdin,
+    )
+
+
+async def run_process(
+    argv: list[str],
+    *,
+    cwd: Path,
     timeout: float,  # noqa: ASYNC109 - the child's time limit, enforced by killing its group
     output_limit: int,
     env: Mapping[str, str],
+    stdin: bytes = b"",
 ) -> CommandResult:
-    """Run `bash -c command`; kill its whole process group on timeout or cancellation.
+    """Run argv with stdin bytes (or /dev/null); kill its whole process group on timeout or
+    cancellation. Sandboxes wrap their launcher (bwrap, ...) around the command this way.
 
-    Raises OSError if bash cannot be started (for example, cwd does not exist).
+    Raises OSError if the program cannot be started (for example, cwd does not exist).
     """
     started = time.monotonic()
     proc = await asyncio.create_subprocess_exec(
-        shutil.which("bash") or "/bin/bash",
-        "-c",
-        command,
+        *argv,
         cwd=cwd,
         env=dict(env),
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=asyncio.subprocess.PIPE if stdin else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
+    if stdin:
+        assert proc.stdin is not None
+        feeder = asyncio.create_task(_feed(proc.stdin, stdin))
+        feeder.add_done_callback(lambda t: t.cancelled() or t.exception())
     assert proc.stdout is not None
     capture = _Capture(output_limit)
     reader = asyncio.create_task(_pump(proc.stdout, capture))

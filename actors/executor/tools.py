@@ -1,49 +1,102 @@
-"""Core tool definitions offered to the model (agent-created tools arrive with the executor issue)."""
+"""Core tools: execute_command, memory_save, memory_search."""
 
 from __future__ import annotations
 
-from contracts import ToolSpec
+from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_int, arg_str
+from actors.executor.policy import PolicyGate
+from contracts import MemorySave, MemorySearch, ToolRequest, ToolSpec
 
-EXECUTE_COMMAND = ToolSpec(
-    name="execute_command",
-    description=(
-        "Run a shell command (bash) in the workspace directory and return its output and exit "
-        "code. Risky commands wait for the owner's approval."
-    ),
-    parameters={
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "description": "The bash command line to run."},
-            "timeout_secs": {"type": "number", "description": "Give up after this many seconds."},
+
+class ExecuteCommand(Tool):
+    spec = ToolSpec(
+        name="execute_command",
+        description=(
+            "Run a shell command (bash) in the workspace directory and return its output and "
+            "exit code. Risky commands wait for the owner's approval."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The bash command line to run."},
+                "timeout_secs": {"type": "number", "description": "Give up after this many seconds."},
+            },
+            "required": ["command"],
         },
-        "required": ["command"],
-    },
-)
+    )
+    owner_only = True
 
-MEMORY_SAVE = ToolSpec(
-    name="memory_save",
-    description="Remember something for later sessions (a fact, procedure or note).",
-    parameters={
-        "type": "object",
-        "properties": {
-            "content": {"type": "string", "description": "What to remember, in one sentence."},
-            "kind": {"type": "string", "enum": ["fact", "procedure", "episode", "skill", "note"]},
+    def __init__(self, gate: PolicyGate) -> None:
+        self.gate = gate
+
+    async def approval_reason(self, req: ToolRequest, ctx: ToolContext) -> str:
+        decision = self.gate.decide(self.name, req.arguments, True)
+        return decision.reason if decision.verdict == "approve" else ""
+
+    async def run(self, req: ToolRequest, ctx: ToolContext) -> ToolOutput:
+        command = arg_str(req, "command")
+        if not command.strip():
+            return ToolOutput(ok=False, output="execute_command needs a non-empty 'command'.")
+        limit = ctx.config.executor.timeout_secs
+        timeout = min(arg_float(req, "timeout_secs", limit), limit)
+        res = await ctx.sandbox.run(
+            command, cwd=ctx.workspace, timeout=timeout,
+            output_limit=ctx.config.executor.output_limit, env=ctx.env,
+        )
+        if res.timed_out:
+            return ToolOutput(
+                ok=False, output=f"Timed out after {timeout:g}s and was killed.\n{res.output}",
+                timed_out=True,
+            )
+        return ToolOutput(ok=res.exit_code == 0, output=f"exit code {res.exit_code}\n{res.output}")
+
+
+class MemorySaveTool(Tool):
+    spec = ToolSpec(
+        name="memory_save",
+        description="Remember something for later sessions (a fact, procedure or note).",
+        parameters={
+            "type": "object",
+            "properties": {
+                "content": {"type": "string", "description": "What to remember, in one sentence."},
+                "kind": {"type": "string", "enum": ["fact", "procedure", "episode", "skill", "note"]},
+            },
+            "required": ["content"],
         },
-        "required": ["content"],
-    },
-)
+    )
+    side_effects = False  # the memory actor saves idempotently by id
 
-MEMORY_SEARCH = ToolSpec(
-    name="memory_search",
-    description="Search saved memories by keywords.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "query": {"type": "string"},
-            "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+    async def run(self, req: ToolRequest, ctx: ToolContext) -> None:
+        save = MemorySave(
+            id=f"{req.id}:memory", session=req.session,
+            content=ctx.redactor.redact(arg_str(req, "content")),
+            kind=arg_str(req, "kind", "fact"), for_call=req,
+        )
+        await ctx.bus.publish(ctx.subjects.cmd("memory", "save"), save)
+
+
+class MemorySearchTool(Tool):
+    spec = ToolSpec(
+        name="memory_search",
+        description="Search saved memories by keywords.",
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 20},
+            },
+            "required": ["query"],
         },
-        "required": ["query"],
-    },
-)
+    )
+    side_effects = False
 
-CORE_TOOLS = [EXECUTE_COMMAND, MEMORY_SAVE, MEMORY_SEARCH]
+    async def run(self, req: ToolRequest, ctx: ToolContext) -> None:
+        search = MemorySearch(
+            id=f"{req.id}:memory", session=req.session, query=arg_str(req, "query"),
+            limit=arg_int(req, "limit", 5), for_call=req,
+        )
+        await ctx.bus.publish(ctx.subjects.cmd("memory", "search"), search)
+
+
+def core_tools(gate: PolicyGate) -> list[Tool]:
+    """The built-in tools, always offered."""
+    return [ExecuteCommand(gate), MemorySaveTool(), MemorySearchTool()]

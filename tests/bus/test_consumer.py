@@ -38,7 +38,11 @@ async def dead_letters(bus: Bus, count: int, timeout: float = 10) -> list[DeadLe
     from bus.codec import decoder_for
 
     psub = await bus.js.pull_subscribe(f"{bus.subjects.p}.dlq.>", stream=bus.subjects.stream_dlq)
-    msgs = await psub.fetch(count, timeout=timeout)
+    msgs: list[Any] = []
+    async with asyncio.timeout(timeout):
+        while len(msgs) < count:
+            with contextlib.suppress(TimeoutError):
+                msgs += await psub.fetch(count - len(msgs), timeout=1)
     dec = decoder_for(DeadLetter)
     return [dec.decode(m.data) for m in msgs]
 

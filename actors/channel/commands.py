@@ -1,0 +1,123 @@
+"""Slash commands shared by every adapter: /status /budget /reset /memory /tools /revert /help
+/approve /deny. They answer from shared state in KV; none of them reaches the model."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from actors.common import budget
+from contracts import ApprovalDecision, SessionReset
+
+HELP = (
+    "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
+    "conversation; memories stay), /memory (what is remembered), /tools (tools and status), "
+    "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
+    "the agent."
+)
+
+OWNER_ONLY = {"/status", "/budget", "/tools", "/revert", "/approve", "/deny", "/memory"}
+
+
+@dataclass
+class CommandContext:
+    """Who sent the command and where it came from."""
+
+    principal: str
+    is_owner: bool
+    session: str
+    input_id: str
+
+
+async def handle_command(actor: Any, ctx: CommandContext, text: str) -> str | None:
+    """The answer to a slash command, or None when `text` is not one (it goes to the agent)."""
+    word, _, rest = text.strip().partition(" ")
+    word = word.split("@", 1)[0].lower()  # Telegram appends @botname in groups
+    if not word.startswith("/") or word not in COMMANDS:
+        return None
+    if word in OWNER_ONLY and not ctx.is_owner:
+        return "Only the owner can use that command."
+    return await COMMANDS[word](actor, ctx, rest.strip())
+
+
+async def _help(actor: Any, ctx: CommandContext, rest: str) -> str:
+    return HELP
+
+
+async def _decide(actor: Any, ctx: CommandContext, rest: str, approved: bool) -> str:
+    if not rest:
+        return "Say which approval: /approve ID or /deny ID."
+    decision = ApprovalDecision(
+        id=f"{ctx.input_id}:decision", approval_id=rest.split()[0], approved=approved,
+        principal=ctx.principal, is_owner=ctx.is_owner,
+    )
+    await actor.bus.publish(actor.subjects.cmd("approval", "decide"), decision)
+    return f"Sent: {'approve' if approved else 'deny'} {decision.approval_id}."
+
+
+async def _approve(actor: Any, ctx: CommandContext, rest: str) -> str:
+    return await _decide(actor, ctx, rest, True)
+
+
+async def _deny(actor: Any, ctx: CommandContext, rest: str) -> str:
+    return await _decide(actor, ctx, rest, False)
+
+
+async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
+    reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session)
+    await actor.bus.publish(actor.subjects.cmd("planner", "reset"), reset)
+    return "This conversation's history was cleared; memories stay."
+
+
+async def _state(actor: Any, key: str) -> dict[str, Any] | list[Any] | None:
+    raw = await actor.bus.kv_get(actor.subjects.kv_state, key)
+    return json.loads(raw) if raw else None
+
+
+async def _status(actor: Any, ctx: CommandContext, rest: str) -> str:
+    status = await _state(actor, "supervisor")
+    if not isinstance(status, dict):
+        return "No supervisor status yet (is `wintermute up` running?)."
+    lines = []
+    for a in status.get("actors", []):
+        mark = "ok" if a.get("healthy") else "DOWN"
+        extra = f", {a['restarts']} restarts" if a.get("restarts") else ""
+        lines.append(f"{a['name']}: {mark}{extra}")
+    return "Actors: " + "; ".join(lines)
+
+
+async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
+    cfg = actor.config.budget
+    day = await budget.used(actor.bus, budget.day_key())
+    sess = await budget.used(actor.bus, budget.session_key(ctx.session))
+    return (
+        f"Today: {day:,} of {cfg.max_tokens_per_day:,} tokens. This session: {sess:,} of "
+        f"{cfg.max_tokens_per_session:,}."
+    )
+
+
+async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
+    facts = await _state(actor, "memory")
+    counts = facts.get("counts", {}) if isinstance(facts, dict) else {}
+    if not counts:
+        return "No memories yet."
+    return "Memories: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+
+
+async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:
+    facts = await _state(actor, "executor")
+    if not isinstance(facts, dict):
+        return "The executor has not reported its tools yet."
+    return f"Tools ({facts.get('mode')} mode): " + ", ".join(facts.get("tools", []))
+
+
+async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
+    return "/revert is not available yet: agent-created tools are not built in this version."
+
+
+COMMANDS = {
+    "/help": _help, "/start": _help, "/approve": _approve, "/deny": _deny, "/reset": _reset,
+    "/status": _status, "/budget": _budget, "/memory": _memory, "/tools": _tools,
+    "/revert": _revert,
+}
