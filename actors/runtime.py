@@ -13,7 +13,7 @@ from typing import Any
 
 from actors import ACTORS
 from actors.base import Actor
-from bus import Bus, Consumer
+from bus import Bus, Consumer, tracing
 from bus import logs as buslogs
 from contracts import Health
 from contracts.config import Settings
@@ -113,6 +113,8 @@ class ActorProcess:
 async def run_actor(name: str, settings: Settings) -> None:
     """Entry point of `wintermute actor NAME`."""
     buslogs.setup(name, settings.config.logging.level)
+    tracing.setup(f"wintermute-{name}", settings.config.telemetry.traces,
+                  settings.home / "logs" / "traces.jsonl")
     cls = actor_class(name)
     bus = await connect_bus(settings, name)
     proc = ActorProcess(cls(settings, bus))
@@ -125,3 +127,4 @@ async def run_actor(name: str, settings: Settings) -> None:
         with contextlib.suppress(Exception):
             await bus.kv_put(bus.subjects.kv_health, name, b"")
         await bus.close()
+        tracing.shutdown()

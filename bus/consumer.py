@@ -165,33 +165,38 @@ class Consumer:
             actor=self.actor, subject=raw.subject, seq=meta.sequence.stream,
             msg_id=headers.get("Nats-Msg-Id"), delivery=deliveries,
         )
-        tp_token = tracing.set_current(headers.get("traceparent") or tracing.new_traceparent())
         try:
-            try:
-                msg = self.decoder.decode(raw.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                await self._dead_letter(raw, f"invalid payload: {exc}")
-                return
-            if deliveries > self.sub.max_deliver:
-                await self._dead_letter(
-                    raw, f"the {self.actor} actor failed or crashed on this message "
-                    f"{self.sub.max_deliver} times"
-                )
-                return
-            key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
-            # in_progress from the moment of fetch: waiting behind the session lock counts too
-            beat = asyncio.create_task(self._keep_alive(raw))
-            try:
-                if key:
-                    async with self._ordered(key):
-                        await self._handle(raw, msg, deliveries)
-                else:
-                    await self._handle(raw, msg, deliveries)
-            finally:
-                beat.cancel()
+            with tracing.handling(
+                f"{self.actor} {raw.subject}", headers, subject=raw.subject,
+                seq=meta.sequence.stream, msg_id=headers.get("Nats-Msg-Id", ""),
+            ):
+                await self._decode_and_handle(raw, deliveries)
         finally:
-            tracing._current.reset(tp_token)
             logs.reset(token)
+
+    async def _decode_and_handle(self, raw: NatsMsg, deliveries: int) -> None:
+        try:
+            msg = self.decoder.decode(raw.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            await self._dead_letter(raw, f"invalid payload: {exc}")
+            return
+        if deliveries > self.sub.max_deliver:
+            await self._dead_letter(
+                raw, f"the {self.actor} actor failed or crashed on this message "
+                f"{self.sub.max_deliver} times"
+            )
+            return
+        key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
+        # in_progress from the moment of fetch: waiting behind the session lock counts too
+        beat = asyncio.create_task(self._keep_alive(raw))
+        try:
+            if key:
+                async with self._ordered(key):
+                    await self._handle(raw, msg, deliveries)
+            else:
+                await self._handle(raw, msg, deliveries)
+        finally:
+            beat.cancel()
 
     @contextlib.asynccontextmanager
     async def _ordered(self, key: str) -> AsyncIterator[None]:

@@ -1,44 +1,106 @@
-"""W3C trace context across actors: one user turn is one trace (OpenTelemetry API)."""
+"""W3C trace context across actors with OpenTelemetry: one user turn is one trace.
+
+Every handled message runs in a span whose parent comes from the message's `traceparent`
+header; every publish carries the current span's context. Spans are exported only when
+asked for (`[telemetry] traces = "file"` writes logs/traces.jsonl).
+"""
 
 from __future__ import annotations
 
-import contextvars
+import contextlib
+import json
 import secrets
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 
-_current: contextvars.ContextVar[str] = contextvars.ContextVar("traceparent", default="")
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+_propagator = TraceContextTextMapPropagator()
+# Real spans from the start (ids for propagation); setup() adds a service name and exporting.
+_provider: TracerProvider = TracerProvider()
+_tracer: trace.Tracer = _provider.get_tracer("wintermute")
 
 
-def _new_span_id() -> str:
-    return secrets.token_hex(8)
+class JsonlSpanExporter(SpanExporter):
+    """Appends finished spans to a JSONL file (one object per span)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        lines = []
+        for span in spans:
+            ctx = span.get_span_context()
+            if ctx is None:
+                continue
+            parent = span.parent
+            lines.append(json.dumps({
+                "trace_id": f"{ctx.trace_id:032x}",
+                "span_id": f"{ctx.span_id:016x}",
+                "parent_id": f"{parent.span_id:016x}" if parent else None,
+                "name": span.name,
+                "service": span.resource.attributes.get("service.name"),
+                "start_ns": span.start_time,
+                "end_ns": span.end_time,
+                "attributes": dict(span.attributes or {}),
+            }, default=str))
+        with self._lock, self.path.open("a") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+        return SpanExportResult.SUCCESS
+
+
+def setup(service: str, export: str = "none", path: Path | None = None) -> None:
+    """Install this process's tracer provider; `export` is "none" or "file"."""
+    global _provider, _tracer
+    provider = TracerProvider(resource=Resource.create({"service.name": service}))
+    if export == "file" and path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        provider.add_span_processor(BatchSpanProcessor(JsonlSpanExporter(path)))
+    _provider = provider
+    _tracer = provider.get_tracer("wintermute")
+
+
+def shutdown() -> None:
+    """Flush exported spans (at process exit)."""
+    _provider.shutdown()
+
+
+@contextlib.contextmanager
+def handling(name: str, headers: Mapping[str, str], **attributes: str | int) -> Iterator[None]:
+    """Run a message handler in a span that continues the sender's trace."""
+    parent = _propagator.extract(carrier=dict(headers))
+    with _tracer.start_as_current_span(name, context=parent, attributes=attributes):
+        yield
+
+
+def current() -> str:
+    """The current span's traceparent, or "" outside any span."""
+    carrier: dict[str, str] = {}
+    _propagator.inject(carrier)
+    return carrier.get("traceparent", "")
+
+
+def outgoing() -> str:
+    """The traceparent for a message published now; outside any span it starts a trace."""
+    return current() or new_traceparent()
 
 
 def new_traceparent() -> str:
-    """Start a new trace (a new user turn)."""
-    return f"00-{secrets.token_hex(16)}-{_new_span_id()}-01"
-
-
-def child_of(parent: str) -> str:
-    """A traceparent in the same trace as `parent` with a fresh span id."""
-    parts = parent.split("-")
-    if len(parts) != 4 or len(parts[1]) != 32:
-        return new_traceparent()
-    return f"00-{parts[1]}-{_new_span_id()}-{parts[3]}"
+    """A fresh root traceparent (for callers that start a trace by hand)."""
+    return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
 
 
 def trace_id(traceparent: str) -> str:
     parts = traceparent.split("-")
     return parts[1] if len(parts) == 4 else ""
 
-
-def current() -> str:
-    return _current.get()
-
-
-def set_current(traceparent: str) -> contextvars.Token[str]:
-    return _current.set(traceparent)
-
-
-def outgoing() -> str:
-    """The traceparent to put on a message published now."""
-    cur = _current.get()
-    return child_of(cur) if cur else new_traceparent()

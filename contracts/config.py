@@ -123,6 +123,10 @@ class LoggingConfig(_Section):
     level: str = "info"
 
 
+class TelemetryConfig(_Section):
+    traces: str = "none"  # "file": OpenTelemetry spans to logs/traces.jsonl
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -137,6 +141,7 @@ class Config(_Section):
     observer: ObserverConfig = msgspec.field(default_factory=ObserverConfig)
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+    telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
 
 
 class Personality(_Section):
@@ -294,6 +299,8 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.risky_patterns[{i}]': {exc}"
             ) from exc
+    if config.telemetry.traces not in ("none", "file"):
+        raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
     for i, task in enumerate(agent.scheduled_tasks):
