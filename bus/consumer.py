@@ -117,8 +117,7 @@ class Consumer:
             try:
                 if self._psub is None:
                     self._psub = await self._subscribe()
-                batch = self.sub.concurrency - self._inflight
-                msgs = await self._psub.fetch(batch=batch, timeout=1.0)
+                msgs = await self._fetch(self._psub, self.sub.concurrency - self._inflight)
                 self.stats.last_fetch_ok = time.time()
                 failures = 0
             except asyncio.CancelledError:
@@ -140,6 +139,20 @@ class Consumer:
                 task = asyncio.create_task(self._process(raw))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _fetch(psub: Any, batch: int) -> list[NatsMsg]:
+        """Wait for one message, then take whatever else is already pending.
+
+        nats.py's lingering fetch(batch=N) returns only when N messages arrived or the timeout
+        passed, which would add up to a second of latency to every hop.
+        """
+        msgs: list[NatsMsg] = await psub.fetch(batch=1, timeout=1.0)
+        pending = msgs[-1].metadata.num_pending if msgs else 0
+        if pending and batch > 1:
+            with contextlib.suppress(TimeoutError):
+                msgs += await psub.fetch(batch=min(pending, batch - 1), timeout=0.5)
+        return msgs
 
     async def stop(self, grace: float) -> None:
         """Stop fetching; give in-flight handlers `grace` seconds, then hand them back."""

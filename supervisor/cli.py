@@ -113,6 +113,18 @@ def tap(filter: str, as_json: bool) -> None:
 
 
 @main.command()
+@click.argument("turn_id", required=False, default="")
+@click.option("--session", default="terminal:owner", show_default=True,
+              help="Without TURN_ID: the latest turn of this session.")
+@click.option("--rerun", is_flag=True, help="Re-drive it through a fresh planner and diff.")
+def replay(turn_id: str, session: str, rerun: bool) -> None:
+    """Show a recorded turn from stream history; --rerun shows where a new run diverges."""
+    from supervisor.replay import replay as run_replay
+
+    sys.exit(asyncio.run(run_replay(_settings(), turn_id, session, rerun)))
+
+
+@main.command()
 @click.argument("name")
 def actor(name: str) -> None:
     """Run one actor in the foreground (what the supervisor and Kubernetes run)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import logging
 import os
 from typing import Any
@@ -16,8 +18,8 @@ log = logging.getLogger(__name__)
 
 NO_MODEL = (
     "No language model is configured, so I can't answer yet. Set [models] default = "
-    '"openai/gpt-4o-mini" (or anthropic/…, ollama/…) in ~/.wintermute/config.toml or '
-    "WM__MODELS__DEFAULT, put the provider's key (e.g. OPENAI_API_KEY) in ~/.wintermute/.env, "
+    '"openai/gpt-4o-mini" (or anthropic/…, ollama/…) in {home}/config.toml or '
+    "WM__MODELS__DEFAULT, put the provider's key (e.g. OPENAI_API_KEY) in {home}/.env, "
     "and restart `wintermute up`."
 )
 
@@ -36,6 +38,12 @@ class LlmActor(Actor):
             if key in PROVIDER_VARS and key not in os.environ:
                 os.environ[key] = value
         self.calls = 0
+        # Import the SDKs of the configured chain now, not during the first user's turn.
+        sdks = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}
+        for spec in self.chain("default"):
+            module = sdks.get(spec.split("/", 1)[0])
+            if module:
+                await asyncio.to_thread(importlib.import_module, module)
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
@@ -61,6 +69,11 @@ class LlmActor(Actor):
 
     async def handle(self, req: LlmRequest) -> None:
         response = await self._respond(req)
+        if req.for_call is not None:  # escalate: the answer is that tool call's result
+            from actors.llm._escalate import answer_call
+
+            await answer_call(self, req.for_call, response)
+            return
         subject = self.subjects.evt("llm", "response", req.session)
         await self.publish(subject, response)
 
@@ -69,7 +82,7 @@ class LlmActor(Actor):
                 "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:
-            return LlmResponse(**base, error=NO_MODEL)
+            return LlmResponse(**base, error=NO_MODEL.format(home=self.home))
         over = await budget.exhausted(self.bus, self.config.budget, req.session)
         if over:
             return LlmResponse(**base, error=over)
