@@ -29,3 +29,7 @@ lint: install
 bench: install
     {{py}} -m benchmarks.bus_throughput
     {{py}} -m benchmarks.turn_latency
+
+# fault-injection campaign (kill -9, SIGSTOP, nats-server kills) that prints figures
+chaos *ARGS: install
+    {{py}} -m benchmarks.chaos {{ARGS}}

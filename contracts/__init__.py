@@ -17,7 +17,15 @@ from contracts.channel import (
 )
 from contracts.llm import ChatMessage, LlmRequest, LlmResponse, ToolCall, ToolSpec, Usage
 from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recalled
-from contracts.ops import DeadLetter, Health, SessionIdle, SessionReset
+from contracts.ops import (
+    DeadLetter,
+    Health,
+    Intervention,
+    SessionIdle,
+    SessionReset,
+    TaskOutcome,
+)
+from contracts.scripts import ScriptsRevert, ScriptsReverted
 from contracts.tools import ToolOutcome, ToolRequest, ToolResult
 
 #: Every payload type that travels on the bus.
@@ -33,6 +41,8 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     ToolRequest,
     ToolResult,
     ToolOutcome,
+    ScriptsRevert,
+    ScriptsReverted,
     MemorySave,
     MemorySearch,
     Recall,
@@ -43,6 +53,8 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     DeadLetter,
     SessionIdle,
     SessionReset,
+    Intervention,
+    TaskOutcome,
 )
 
 AnyMsg = (
@@ -57,6 +69,8 @@ AnyMsg = (
     | ToolRequest
     | ToolResult
     | ToolOutcome
+    | ScriptsRevert
+    | ScriptsReverted
     | MemorySave
     | MemorySearch
     | Recall
@@ -67,6 +81,8 @@ AnyMsg = (
     | DeadLetter
     | SessionIdle
     | SessionReset
+    | Intervention
+    | TaskOutcome
 )
 
 __all__ = [
@@ -81,6 +97,7 @@ __all__ = [
     "DeadLetter",
     "Delivered",
     "Health",
+    "Intervention",
     "LlmRequest",
     "LlmResponse",
     "MemoryHit",
@@ -92,9 +109,12 @@ __all__ = [
     "Recall",
     "Recalled",
     "Reply",
+    "ScriptsRevert",
+    "ScriptsReverted",
     "SessionIdle",
     "SessionReset",
     "Sink",
+    "TaskOutcome",
     "TerminalInput",
     "ToolCall",
     "ToolOutcome",

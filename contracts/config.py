@@ -11,7 +11,7 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -53,17 +53,46 @@ class TerminalChannel(_Section):
 
 
 class TelegramChannel(_Section):
+    """Telegram: on when the bot token variable is set (environment or .env)."""
+
     bot_token_env: str = "WINTERMUTE_TELEGRAM_TOKEN"
-    allowed_users: list[int] = msgspec.field(default_factory=list)
-    api_base_url: str = "https://api.telegram.org/bot"
+    allowed_users: list[int] = msgspec.field(default_factory=list)  # numeric user ids
+    api_base_url: str = "https://api.telegram.org/bot"  # a self-hosted Bot API server works too
     api_file_url: str = "https://api.telegram.org/file/bot"
+    mode: Literal["polling", "webhook"] = "polling"
+    poll_timeout_secs: int = 25  # long-poll wait; a poller silent for this + stale_after is hung
+    webhook_url: str = ""  # public HTTPS URL Telegram posts updates to (webhook mode)
+    webhook_listen: str = "127.0.0.1"  # where the channel listens behind your HTTPS proxy
+    webhook_port: int = 8443
+    group_mode: Literal["mention", "all"] = "mention"  # in groups: answer only when addressed
+    pairing: bool = False  # unknown users may ask the owner (an approval) to let them in
+    max_download_mb: int = 20  # the cloud Bot API serves files up to 20 MB
 
 
 class SlackChannel(_Section):
+    """Slack: on when the bot token variable is set (environment or .env)."""
+
+    mode: str = "socket"  # socket (app token, no public URL) | http (Events API, signing secret)
     bot_token_env: str = "WINTERMUTE_SLACK_BOT_TOKEN"
     app_token_env: str = "WINTERMUTE_SLACK_APP_TOKEN"
-    allowed_users: list[str] = msgspec.field(default_factory=list)
+    signing_secret_env: str = "WINTERMUTE_SLACK_SIGNING_SECRET"
+    allowed_users: list[str] = msgspec.field(default_factory=list)  # U123 or slack:T1:U123
+    allowed_channels: list[str] = msgspec.field(default_factory=list)  # C123; ["*"]: any
+    thread_sessions: bool = True  # each channel thread is its own session; false: per channel
     api_base_url: str = "https://slack.com/api/"
+    http_host: str = "127.0.0.1"
+    http_port: int = 3000
+    http_path: str = "/slack/events"
+    max_message_chars: int = 3900
+    ping_interval_secs: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("socket", "http"):
+            raise ValueError(f"mode must be 'socket' or 'http', got {self.mode!r}")
+        if not 100 <= self.max_message_chars <= 39_000:
+            raise ValueError("max_message_chars must be between 100 and 39000")
+        if self.ping_interval_secs <= 0:
+            raise ValueError("ping_interval_secs must be positive")
 
 
 class ChannelsConfig(_Section):
@@ -89,34 +118,93 @@ DEFAULT_RISKY = [
 ]
 
 
+SANDBOX_MODES = ("auto", "docker", "bwrap", "direct")
+SANDBOX_NETWORKS = ("proxy", "none")
+# A sandbox contains damage to the machine, not what reaches other machines through the proxy.
+DEFAULT_SANDBOXED_RISKY = [r"\bgit\s+push\b.*--force"]
+
+
 class ExecutorConfig(_Section):
-    mode: str = "direct"  # only direct is built; sandboxes arrive with the executor issue
+    # auto: a Docker/Podman API with `image`, else bubblewrap, else direct (unsandboxed)
+    mode: str = "auto"
+    # sandboxed modes: "proxy" (only egress.allowed_domains + package registries) or "none"
+    network: str = "proxy"
+    docker_host: str = ""  # empty: DOCKER_HOST, else the usual Docker and Podman sockets
+    image: str = "wintermute-sandbox:latest"  # built from images/sandbox (never pulled)
     timeout_secs: float = 120.0
     output_limit: int = 16_000
+    # direct mode: commands matching these wait for the owner's approval
     risky_patterns: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_RISKY))
+    # docker/bwrap modes: the same, for what a sandbox cannot contain
+    sandboxed_risky_patterns: list[str] = msgspec.field(
+        default_factory=lambda: list(DEFAULT_SANDBOXED_RISKY)
+    )
 
 
 class EgressConfig(_Section):
-    allowed_domains: list[str] = msgspec.field(default_factory=list)
-    fetch_rate_limit: int = 30
-    request_rate_limit: int = 10
+    allowed_domains: list[str] = msgspec.field(default_factory=list)  # web_request; "*.x" ok
+    fetch_rate_limit: int = 30  # web_fetch calls per minute
+    request_rate_limit: int = 10  # web_request calls per minute
+    blocked_domains: list[str] = msgspec.field(default_factory=list)  # and their subdomains
+    always_approve_domains: list[str] = msgspec.field(default_factory=list)  # never trusted
+    timeout_secs: float = 30.0  # per web call, all hops together
+    max_redirects: int = 5
+    max_fetch_bytes: int = 100_000  # text mode: the body is cut here
+    approve_download_bytes: int = 50_000_000  # save_to: larger files need the owner's approval
+    max_download_bytes: int = 500_000_000  # save_to: hard cap
+    allowed_ports: list[int] = msgspec.field(default_factory=lambda: [80, 443])  # sandbox proxy
 
 
 class SandboxConfig(_Section):
+    """Limits of the Docker-API sandbox container."""
+
     memory_mb: int = 2048
     cpu_cores: float = 2.0
+    pids_limit: int = 256
+    tmp_mb: int = 512  # size of its /tmp (tmpfs)
 
 
 class ObserverConfig(_Section):
     idle_secs: float = 600.0
 
 
+class FlatlineConfig(_Section):
+    """Thresholds of the supervisor's rules (tools, dead letters, budget, scheduled tasks)."""
+
+    tool_consecutive_failures: int = 5  # in a row -> quarantine
+    tool_window_secs: float = 600.0  # failure-rate and timeout window
+    tool_window_min_calls: int = 10  # calls in the window before the rate counts
+    tool_failure_rate: float = 0.5  # share of failed calls in the window -> quarantine
+    tool_timeouts: int = 3  # timeouts in the window -> quarantine
+    # worked before its last scripts commit, failed this many times since -> quarantine + revert
+    tool_regression_failures: int = 2
+    # A failing shell command is the command's failure, not the tool's.
+    exempt_tools: list[str] = msgspec.field(default_factory=lambda: ["execute_command"])
+    dead_letter_summary_secs: float = 60.0  # dead letters are summarised at most this often
+    budget_burn_share: float = 0.6  # this share of the daily budget used ...
+    budget_burn_before: float = 0.5  # ... before this share of the UTC day passed -> alert
+    session_burn_factor: float = 5.0  # a session this many times the average -> alert
+    session_burn_min_tokens: int = 100_000  # ... and at least this many tokens
+    task_failures: int = 3  # a scheduled task failing this many times in a row is disabled
+    check_interval_secs: float = 60.0  # budget checks
+    # A model's diagnosis of what the rules cannot explain (an actor in a crash loop): only with
+    # models.roles.flatline set, and at most this many tokens a day (0: never).
+    diagnosis_tokens_per_day: int = 20_000
+
+
 class SupervisorConfig(_Section):
     health_interval_secs: float = 2.0
     stale_after_secs: float = 15.0
+    startup_grace_secs: float = 25.0  # a new process has this long to report health
     max_restarts: int = 5
     restart_window_secs: float = 60.0
+    failed_retry_secs: float = 60.0  # first retry of a failed actor; doubles up to 10 minutes
     stop_grace_secs: float = 6.0
+    # actor -> "permanent" (always restarted) or "transient" (restarted only after a crash)
+    restart_policy: dict[str, Literal["permanent", "transient"]] = msgspec.field(
+        default_factory=dict
+    )
+    flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
 class LoggingConfig(_Section):
@@ -288,16 +376,22 @@ def _check(config: Config, agent: AgentConfig) -> None:
             )
     if not re.fullmatch(r"[A-Za-z0-9_-]+", config.nats.prefix):
         raise ConfigError("config.toml: invalid value for 'nats.prefix': letters, digits, - and _")
-    if config.executor.mode not in ("direct", "auto"):
-        raise ConfigError(
-            "config.toml: invalid value for 'executor.mode': only 'direct' is built so far"
-        )
-    for i, pattern in enumerate(config.executor.risky_patterns):
+    for key, value, allowed in (("executor.mode", config.executor.mode, SANDBOX_MODES),
+                                ("executor.network", config.executor.network, SANDBOX_NETWORKS)):
+        if value not in allowed:
+            raise ConfigError(
+                f"config.toml: invalid value for '{key}': {value!r}; use one of "
+                + ", ".join(repr(a) for a in allowed)
+            )
+    patterns = [("risky_patterns", p) for p in config.executor.risky_patterns]
+    patterns += [("sandboxed_risky_patterns", p) for p in config.executor.sandboxed_risky_patterns]
+    for i, (key, pattern) in enumerate(patterns):
         try:
             re.compile(pattern)
         except re.error as exc:
+            index = i if key == "risky_patterns" else i - len(config.executor.risky_patterns)
             raise ConfigError(
-                f"config.toml: invalid value for 'executor.risky_patterns[{i}]': {exc}"
+                f"config.toml: invalid value for 'executor.{key}[{index}]': {exc}"
             ) from exc
     if config.telemetry.traces not in ("none", "file"):
         raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from contracts.base import Msg
+from contracts.tools import ToolRequest
 
 
 class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
@@ -50,6 +51,8 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     messages: list[ChatMessage]
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
     max_tokens: int = 4096
+    # Set by the escalate tool: the answer goes back as this call's ToolResult, not to the planner.
+    for_call: ToolRequest | None = None
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

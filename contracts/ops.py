@@ -48,3 +48,25 @@ class Health(msgspec.Struct, kw_only=True):
     loops: dict[str, float] = msgspec.field(default_factory=dict)
     periods: dict[str, float] = msgspec.field(default_factory=dict)  # expected loop period
     info: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Intervention(Msg, frozen=True, kw_only=True, tag="flatline.intervention"):
+    """Something the supervisor did or proposes (what, why, evidence, outcome, how to undo)."""
+
+    kind: str  # restart | hung | failed | nats_restart | quarantine | release | revert | ...
+    target: str  # actor, tool or task name
+    action: str  # what was done, as a sentence
+    reason: str  # why, as a sentence
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
+    outcome: str = ""  # done | proposed | failed | ...
+    undo: str = ""  # how the owner reverses it
+    proposed: bool = False  # waits for the owner's approval
+
+
+class TaskOutcome(Msg, frozen=True, kw_only=True, tag="task.outcome"):
+    """How a scheduled task's turn ended; the supervisor disables a task that keeps failing."""
+
+    task: str
+    turn_id: str
+    ok: bool
+    reason: str = ""

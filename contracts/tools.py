@@ -45,3 +45,4 @@ class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):
     duration_ms: int
     error: str = ""
     timed_out: bool = False
+    version: int = 0  # an agent-created tool's version (its files' revision); 0 for core tools

@@ -124,6 +124,57 @@ def replay(turn_id: str, session: str, rerun: bool) -> None:
     sys.exit(asyncio.run(run_replay(_settings(), turn_id, session, rerun)))
 
 
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def tools(ctx: click.Context, as_json: bool) -> None:
+    """Every tool (core and agent-created) with its status and _meta."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from supervisor.tools import NotReported, gather_tools, render_tools
+
+    try:
+        rows = asyncio.run(gather_tools(_settings()))
+    except NotReported as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(1)
+    click.echo(json.dumps(rows, indent=2) if as_json else render_tools(rows))
+
+
+@main.command()
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the executor.")
+def revert(timeout: float) -> None:
+    """Undo the last change in scripts/ (a new git commit); the executor reloads the tools."""
+    from supervisor.tools import revert_scripts
+
+    ok, text = asyncio.run(revert_scripts(_settings(), timeout))
+    click.echo(text, err=not ok)
+    sys.exit(0 if ok else 1)
+
+
+@tools.command("release")
+@click.argument("name")
+def tools_release(name: str) -> None:
+    """Lift the supervisor's quarantine of the tool NAME."""
+    from supervisor.holds import release
+
+    click.echo(asyncio.run(release(_settings(), name)))
+
+
+@main.group()
+def tasks() -> None:
+    """Scheduled tasks the supervisor disabled after repeated failures."""
+
+
+@tasks.command("enable")
+@click.argument("name")
+def tasks_enable(name: str) -> None:
+    """Enable the scheduled task NAME again after the supervisor disabled it."""
+    from supervisor.holds import enable
+
+    click.echo(asyncio.run(enable(_settings(), name)))
+
+
 @main.command()
 @click.argument("name")
 def actor(name: str) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Any
 
+from actors.common.flatline import disabled_tasks, quarantined_tools
 from bus import Bus
 from contracts.config import Settings
 from supervisor.up import running_instance
@@ -40,10 +42,14 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         raw = await bus.kv_get(bus.subjects.kv_state, "supervisor")
         status: dict[str, Any] = json.loads(raw) if raw else {"actors": [], "nats": {}}
         info = running_instance(settings.home)
-        status["nats"] = {
-            "url": bus.url,
-            "pid": info.get("nats_pid") if info else status.get("nats", {}).get("pid"),
-        }
+        nats = dict(status.get("nats") or {})
+        nats["url"] = bus.url
+        if info and info.get("nats_pid"):
+            nats["pid"] = info["nats_pid"]  # runtime.json follows restarts of the server too
+        status["nats"] = nats
+        # Flatline's holds straight from KV: right even while the supervisor restarts.
+        status["quarantined"] = await quarantined_tools(bus)
+        status["disabled_tasks"] = await disabled_tasks(bus)
         streams = {}
         for spec in bus.subjects.streams():
             try:
@@ -52,14 +58,16 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
             except Exception:  # noqa: BLE001 - not provisioned yet
                 streams[spec.name] = {"messages": 0, "bytes": 0}
         status["streams"] = streams
+        executor = await bus.kv_get(bus.subjects.kv_state, "executor")  # sandbox facts
+        status["executor"] = json.loads(executor) if executor else {}
         return status
     finally:
         await bus.close()
 
 
 def render_status(status: dict[str, Any]) -> str:
-    """A readable table of actors, then NATS and stream counts."""
-    rows = [("ACTOR", "PID", "HEALTHY", "STATE", "RESTARTS", "LAST EXIT")]
+    """A readable table of actors, then NATS, stream counts and Flatline's interventions."""
+    rows = [("ACTOR", "PID", "HEALTHY", "STATE", "RESTARTS", "LAST CRASH")]
     for a in status.get("actors", []):
         rows.append((
             a["name"], str(a.get("pid") or "-"), "yes" if a.get("healthy") else "NO",
@@ -69,7 +77,25 @@ def render_status(status: dict[str, Any]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     nats = status.get("nats", {})
     lines.append("")
-    lines.append(f"nats: {nats.get('url')} (pid {nats.get('pid') or 'external'})")
+    restarts = f", {nats['restarts']} restarts" if nats.get("restarts") else ""
+    lines.append(f"nats: {nats.get('url')} (pid {nats.get('pid') or 'external'}{restarts})")
     for name, s in status.get("streams", {}).items():
         lines.append(f"stream {name}: {s['messages']} messages")
+    executor = status.get("executor") or {}
+    if executor.get("note"):
+        lines.append(f"executor: {executor['note']}")
+    if status.get("failed"):
+        lines.append(f"failed actors: {', '.join(status['failed'])} (retried with growing delays)")
+    for tool, rec in (status.get("quarantined") or {}).items():
+        lines.append(f"quarantined tool {tool}: {rec.get('reason', '')} "
+                     f"(`wintermute tools release {tool}`)")
+    for task, rec in (status.get("disabled_tasks") or {}).items():
+        lines.append(f"disabled task {task}: {rec.get('reason', '')} "
+                     f"(`wintermute tasks enable {task}`)")
+    recent = [i for i in status.get("interventions") or [] if i.get("kind") != "restart"][-5:]
+    if recent:
+        lines.append("recent interventions:")
+        for i in recent:
+            when = time.strftime("%H:%M:%S", time.localtime(i.get("ts", 0)))
+            lines.append(f"  {when} {i.get('action', '')} {i.get('reason', '')}".rstrip())
     return "\n".join(lines)

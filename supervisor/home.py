@@ -35,8 +35,10 @@ principals = ["terminal:owner"]
 enabled = true
 
 [executor]
-# Only "direct" (no sandbox) is built so far; risky commands need approval.
-mode = "direct"
+# auto: a Docker/Podman API that has `image`, else bubblewrap, else direct (unsandboxed: risky
+# commands then need your approval). docker / bwrap force one; direct never sandboxes.
+mode = "auto"
+network = "proxy"      # sandboxed modes: "proxy" (allowlisted domains + package registries) or "none"
 timeout_secs = 120
 output_limit = 16000
 

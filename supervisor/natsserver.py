@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import re
 import shutil
 import signal
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from supervisor.procs import pdeathsig
+
+log = logging.getLogger(__name__)
 
 _LISTEN = re.compile(rb"Listening for client connections on [\d.]+:(\d+)")
 
@@ -45,6 +51,10 @@ class EmbeddedNats:
         self.port = port
         self.log_path = log_path
         self.proc: asyncio.subprocess.Process | None = None
+        self.restarts = 0
+        self.last_exit = ""
+        self._stopping = False
+        self._pump_task: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -52,10 +62,14 @@ class EmbeddedNats:
 
     @property
     def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
+        return self.proc.pid if self.proc and self.proc.returncode is None else None
 
     async def start(self, timeout: float = 15.0) -> str:
-        """Start the server and return its URL once it accepts clients."""
+        """Start the server and return its URL once it accepts clients.
+
+        After the first start the port is fixed, so a restart serves the same URL and the same
+        store: clients reconnect to it and find every stream, consumer and bucket.
+        """
         self.store.mkdir(parents=True, exist_ok=True)
         args = [
             server_binary(), "-js", "-sd", str(self.store), "-a", "127.0.0.1",
@@ -84,19 +98,64 @@ class EmbeddedNats:
                     self.port = int(match.group(1))
                     break
         except BaseException:
-            await self.stop()
+            await self._terminate()
+            if logfile:
+                logfile.close()
             raise
-        asyncio.create_task(self._pump(logfile))
+        self._pump_task = asyncio.create_task(self._pump(self.proc, logfile))
         return self.url
 
-    async def _pump(self, logfile: object) -> None:
-        assert self.proc is not None and self.proc.stdout is not None
-        while line := await self.proc.stdout.readline():
+    async def _pump(self, proc: asyncio.subprocess.Process, logfile: BinaryIO | None) -> None:
+        assert proc.stdout is not None
+        try:
+            while line := await proc.stdout.readline():
+                if logfile is not None:
+                    logfile.write(line)
+                    logfile.flush()
+        finally:
             if logfile is not None:
-                logfile.write(line)  # type: ignore[attr-defined]
-                logfile.flush()  # type: ignore[attr-defined]
+                logfile.close()
+
+    async def supervise(
+        self, on_restart: Callable[[str, float], Awaitable[None]] | None = None
+    ) -> None:
+        """Restart the server whenever it exits, until stop(); `on_restart(reason, secs down)`."""
+        failures = 0
+        while not self._stopping:
+            proc = self.proc
+            assert proc is not None
+            code = await proc.wait()
+            if self._stopping:
+                return
+            reason = describe_exit(code)
+            down_at = time.monotonic()
+            log.warning("nats-server exited (%s); restarting it on port %s", reason, self.port)
+            while not self._stopping:
+                try:
+                    await self.start()
+                    failures = 0
+                    break
+                except Exception as exc:  # noqa: BLE001 - port still held, store busy: retry
+                    failures += 1
+                    delay = min(0.2 * 2 ** failures, 5.0)
+                    log.warning("nats-server restart failed (%s); again in %.1fs", exc, delay)
+                    await asyncio.sleep(delay)
+            if self._stopping:
+                return
+            self.restarts += 1
+            self.last_exit = reason
+            if on_restart is not None:
+                try:
+                    await on_restart(reason, time.monotonic() - down_at)
+                except Exception:  # noqa: BLE001 - reporting must not stop supervision
+                    log.exception("nats restart callback failed")
 
     async def stop(self, grace: float = 5.0) -> None:
+        """Stop for good (no restart)."""
+        self._stopping = True
+        await self._terminate(grace)
+
+    async def _terminate(self, grace: float = 5.0) -> None:
         if self.proc is None or self.proc.returncode is not None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -107,3 +166,20 @@ class EmbeddedNats:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             await self.proc.wait()
+
+
+def exit_sentence(reason: str) -> str:
+    """"killed by SIGKILL" -> "It was killed by SIGKILL."; "exit code 1" -> "It exited with code 1."."""
+    if reason.startswith("exit code"):
+        return f"It exited with code {reason.removeprefix('exit code').strip()}."
+    return f"It was {reason}."
+
+
+def describe_exit(code: int) -> str:
+    """A process exit code as words: "killed by SIGKILL", "exit code 1"."""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"

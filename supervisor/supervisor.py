@@ -1,4 +1,8 @@
-"""One-for-one supervision of actor processes: restarts with backoff, intensity limit, health."""
+"""One-for-one supervision of actor processes (and the embedded nats-server), health, status.
+
+Restart decisions live in restart.py, health judgement in health.py, and the rules for tools,
+tasks, dead letters and budget in flatline.py and digest.py.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +10,26 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import random
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from actors import ACTORS, STOP_ORDER
 from bus import Bus, Consumer, Subscription
-from contracts import DeadLetter, Health, Notice, Sink
+from contracts import DeadLetter
 from contracts.config import Settings
+from supervisor.announce import Announcer
+from supervisor.diagnosis import log_tail
+from supervisor.flatline import Flatline
+from supervisor.health import HealthView, HealthWatch
+from supervisor.natsserver import EmbeddedNats, describe_exit, exit_sentence
 from supervisor.procs import actor_command, actor_env, pdeathsig
+from supervisor.restart import RestartPolicy
+from supervisor.status import build_status, update_runtime
 
 log = logging.getLogger(__name__)
-
-STARTUP_GRACE = 25.0  # seconds a new process has to report health before it counts as stale
-FAILED_RETRY_SECS = 60.0
 
 
 @dataclass
@@ -33,14 +37,15 @@ class ActorState:
     """What the supervisor knows of one actor."""
 
     name: str
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
     proc: asyncio.subprocess.Process | None = None
     started: float = 0.0
     restarts: int = 0
-    restart_times: list[float] = field(default_factory=list)
     state: str = "starting"  # starting | running | restarting | failed | stopped
     last_exit: str = ""
     last_crash: float = 0.0
     kill_reason: str = ""
+    healthy: bool | None = None  # last judgement, to announce changes in watch mode
 
     @property
     def pid(self) -> int | None:
@@ -49,38 +54,54 @@ class ActorState:
         return None
 
 
-_health_dec = msgspec.json.Decoder(Health)
-
-
 class Supervisor:
     """Spawns every actor (or, with spawn=False, only watches them, as on Kubernetes)."""
 
     def __init__(
         self, settings: Settings, bus: Bus, nats_url: str, *, spawn: bool = True,
-        nats_pid: int | None = None, only: list[str] | None = None,
+        nats: EmbeddedNats | None = None, only: list[str] | None = None,
+        runtime_file: Path | None = None,
     ) -> None:
         self.settings = settings
         self.cfg = settings.config.supervisor
         self.bus = bus
         self.nats_url = nats_url
-        self.nats_pid = nats_pid
+        self.nats = nats
         self.spawn = spawn
+        self.runtime_file = runtime_file
         names = only or list(ACTORS)
-        self.actors = {n: ActorState(n) for n in names}
-        self.health: dict[str, Health] = {}
+        unknown = set(self.cfg.restart_policy) - set(ACTORS)
+        if unknown:
+            log.warning("supervisor.restart_policy names unknown actors: %s", sorted(unknown))
+        self.actors = {n: ActorState(n, self._policy(n)) for n in names}
+        self.view = HealthView(bus, self.cfg, names)
+        self.announce = Announcer(settings, bus)
+        self.flatline = Flatline(settings, bus, self.announce)
+        self.watch = HealthWatch(self.view, self.announce, self.cfg)
         self.dead_letters = 0
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._logs = settings.home / "logs"
+        self._since = time.time()
+
+    def _policy(self, name: str) -> RestartPolicy:
+        return RestartPolicy(
+            kind=self.cfg.restart_policy.get(name, "permanent"), max_restarts=self.cfg.max_restarts,
+            window=self.cfg.restart_window_secs, failed_retry=self.cfg.failed_retry_secs,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Run until stop() is called."""
         self._logs.mkdir(parents=True, exist_ok=True)
+        self._since = time.time()
+        await self.announce.load()
         if self.spawn:
             for name in self.actors:
                 self._tasks.append(asyncio.create_task(self._keep_running(name)))
+        if self.nats is not None:
+            self._tasks.append(asyncio.create_task(self.nats.supervise(self._nats_restarted)))
         self._tasks.append(asyncio.create_task(self._watch_health()))
         dlq = Consumer(
             self.bus, "supervisor",
@@ -89,6 +110,7 @@ class Supervisor:
             DeadLetter, self._on_dead_letter,
         )
         self._tasks.append(asyncio.create_task(dlq.run()))
+        self._tasks.append(asyncio.create_task(self.flatline.run()))
         await self._stopping.wait()
 
     def stop(self) -> None:
@@ -100,6 +122,7 @@ class Supervisor:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.announce.close()
         if not self.spawn:
             return
         first, rest = STOP_ORDER[:1], STOP_ORDER[1:]
@@ -138,147 +161,125 @@ class Supervisor:
 
     async def _keep_running(self, name: str) -> None:
         st = self.actors[name]
-        consecutive = 0
         while not self._stopping.is_set():
             st.proc = await self._spawn(name)
             st.started = time.time()
-            st.state = "running"
+            st.state = "failed" if st.policy.failed else "running"
             st.kill_reason = ""
             log.info("started %s (pid %s)", name, st.proc.pid)
             await self._publish_status()
             code = await st.proc.wait()
             if self._stopping.is_set():
                 break
-            reason = st.kill_reason or _describe_exit(code)
-            ran_for = time.time() - st.started
-            consecutive = 0 if ran_for > self.cfg.restart_window_secs else consecutive + 1
-            st.last_exit, st.last_crash = reason, time.time()
-            st.restarts += 1
+            reason = st.kill_reason or describe_exit(code)
             now = time.time()
-            st.restart_times = [t for t in st.restart_times if now - t < self.cfg.restart_window_secs]
-            st.restart_times.append(now)
-            if len(st.restart_times) > self.cfg.max_restarts:
-                st.state = "failed"
-                delay = FAILED_RETRY_SECS
-                await self._notify(
-                    f"The {name} actor failed {len(st.restart_times)} times in "
-                    f"{self.cfg.restart_window_secs:.0f}s (last: {reason}). It is marked failed; "
-                    f"I will retry every {delay:.0f}s. Its log is logs/{name}.log."
-                )
+            decision = st.policy.on_exit(code, now - st.started, now)
+            st.last_exit, st.last_crash = reason, now
+            if decision.recovered:
+                await self._recovered(name)
+            if not decision.restart:
+                st.state = "stopped"
+                log.info("%s exited cleanly (%s) and is transient; not restarting", name, reason)
+                await self._publish_status()
+                return
+            st.restarts += 1
+            st.state = "failed" if decision.failed else "restarting"
+            # Recorded in the background: a restart must not wait for NATS to take the record.
+            if decision.newly_failed:
+                self.announce.soon(self.announce.intervene(
+                    "failed", name, f"Marked the {name} actor failed.",
+                    f"It exited {len(st.policy.exits)} times in "
+                    f"{self.cfg.restart_window_secs:.0f}s (last: {reason}).",
+                    evidence={"exits": len(st.policy.exits), "last_exit": reason},
+                    undo="none needed: it is retried and counts as running again after a "
+                         "whole window without a crash",
+                    notify=(f"The {name} actor failed {len(st.policy.exits)} times in "
+                            f"{self.cfg.restart_window_secs:.0f}s (last: {reason}). It is "
+                            f"marked failed; I retry it after {decision.delay:.0f}s, then less "
+                            f"and less often. Its log is logs/{name}.log."),
+                ))
+                self.announce.soon(self._diagnose(name))
             else:
-                st.state = "restarting"
-                delay = min(0.25 * 2 ** max(consecutive - 1, 0), 30.0) * random.uniform(0.8, 1.2)
-            log.warning("%s exited (%s); restarting in %.1fs", name, reason, delay)
+                self.announce.soon(self.announce.intervene(
+                    "restart", name, f"Restarting the {name} actor.", exit_sentence(reason),
+                    ref=f"flatline:restart:{name}:{st.proc.pid}", evidence={"exit": reason},
+                ))
+            log.warning("%s exited (%s); restarting in %.1fs", name, reason, decision.delay)
             await self._publish_status()
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), delay)
+                await asyncio.wait_for(self._stopping.wait(), decision.delay)
+
+    async def _diagnose(self, name: str) -> None:
+        """Crash loops are what the rules cannot explain: ask the flatline model, if any."""
+        why_not = await self.flatline.diagnoser.ask(name, log_tail(self._logs / f"{name}.log"))
+        if why_not:
+            log.info("no diagnosis of %s: %s", name, why_not)
+
+    async def _recovered(self, name: str) -> None:
+        self.actors[name].state = "running"
+        await self.announce.intervene(
+            "recovered", name, f"The {name} actor is running again.",
+            f"It ran {self.cfg.restart_window_secs:.0f}s without a crash.",
+            notify=f"The {name} actor has been running for "
+                   f"{self.cfg.restart_window_secs:.0f}s without a crash; it is no longer failed.",
+        )
+
+    async def _nats_restarted(self, reason: str, down_for: float) -> None:
+        self.view.nats_restarted()
+        if self.runtime_file is not None and self.nats is not None:
+            update_runtime(self.runtime_file, nats_pid=self.nats.pid)
+        await self.announce.intervene(
+            "nats_restart", "nats-server", "Restarted the embedded NATS server.",
+            exit_sentence(reason), evidence={"down_secs": round(down_for, 2), "pid": self.nats and
+                                       self.nats.pid},
+            notify=(f"The embedded NATS server stopped ({reason}); I restarted it on the same "
+                    f"port and store after {down_for:.1f}s. Actors reconnect by themselves; "
+                    "messages in flight are redelivered."),
+        )
+        await self._publish_status()
 
     # -- health ------------------------------------------------------------------------------
 
-    async def _read_health(self) -> None:
-        bucket = self.bus.subjects.kv_health
-        for name in self.actors:
-            data = await self.bus.kv_get(bucket, name)
-            if data:
-                with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-                    self.health[name] = _health_dec.decode(data)
-
     def is_healthy(self, name: str, now: float | None = None) -> bool:
-        now = now or time.time()
-        h = self.health.get(name)
-        st = self.actors[name]
-        if h is None or (self.spawn and h.pid != st.pid):
+        pid = self.actors[name].pid
+        if self.spawn and pid is None:
             return False
-        return self.stale_reason(h, now) == ""
-
-    def stale_reason(self, h: Health, now: float) -> str:
-        stale = self.cfg.stale_after_secs
-        if now - h.ts > stale:
-            return f"health not reported for {now - h.ts:.0f}s"
-        for loop, ts in h.loops.items():
-            if now - ts > stale + h.periods.get(loop, 0.0):
-                return f"its {loop} loop made no progress for {now - ts:.0f}s"
-        return ""
+        return self.view.is_healthy(name, pid if self.spawn else None, now or time.time())
 
     async def _watch_health(self) -> None:
+        rounds = 0
         while True:
-            with contextlib.suppress(Exception):
-                await self._read_health()
-                if self.spawn:
-                    self._restart_hung()
-                await self._publish_status()
+            try:
+                if await self.view.refresh():
+                    if self.spawn:
+                        await self.watch.kill_hung(self.actors)
+                        now = time.time()
+                        for name, st in self.actors.items():
+                            if st.pid and st.policy.check_recovered(now - st.started):
+                                await self._recovered(name)
+                    else:
+                        await self.watch.announce_changes(self.actors, self._since)
+                    if rounds % 3 == 0:
+                        await self.flatline.refresh()
+                    await self._publish_status()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - NATS restarting; next round
+                log.warning("health round failed: %s", exc)
+            rounds += 1
             await asyncio.sleep(self.cfg.health_interval_secs)
-
-    def _restart_hung(self) -> None:
-        now = time.time()
-        for name, st in self.actors.items():
-            if st.pid is None or now - st.started < STARTUP_GRACE:
-                continue
-            h = self.health.get(name)
-            reason = "no health reported" if h is None or h.pid != st.pid else ""
-            reason = reason or self.stale_reason(h, now)  # type: ignore[arg-type]
-            if reason:
-                st.kill_reason = f"hung: {reason}"
-                log.warning("%s is hung (%s); killing pid %s", name, reason, st.pid)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(st.pid, signal.SIGKILL)
 
     # -- reporting ---------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        now = time.time()
-        actors = []
-        for name, st in self.actors.items():
-            h = self.health.get(name)
-            actors.append({
-                "name": name,
-                "pid": st.pid if self.spawn else (h.pid if h else None),
-                "healthy": self.is_healthy(name, now),
-                "state": st.state if self.spawn else ("running" if h else "unknown"),
-                "restarts": st.restarts,
-                "last_exit": st.last_exit,
-                "last_crash": st.last_crash or None,
-                "uptime_secs": round(now - st.started, 1) if st.pid else 0,
-                "handled": h.handled if h else 0,
-                "info": h.info if h else {},
-            })
-        return {
-            "updated": now,
-            "mode": "spawn" if self.spawn else "watch",
-            "nats": {"url": self.nats_url, "pid": self.nats_pid},
-            "actors": actors,
-            "dead_letters_seen": self.dead_letters,
-        }
+        return build_status(self)
 
     async def _publish_status(self) -> None:
         with contextlib.suppress(Exception):
-            await self.bus.kv_put(
+            await asyncio.wait_for(self.bus.kv_put(
                 self.bus.subjects.kv_state, "supervisor", json.dumps(self.status()).encode()
-            )
-
-    async def _notify(self, text: str) -> None:
-        sink = Sink.parse(self.settings.config.owner.sink)
-        notice = Notice(id=f"supervisor:{time.time_ns()}", sink=sink, text=text,
-                        source="supervisor")
-        with contextlib.suppress(Exception):
-            await self.bus.publish(self.bus.subjects.outbound(sink.channel, sink.chat), notice)
+            ), 3)
 
     async def _on_dead_letter(self, letter: DeadLetter) -> None:
         self.dead_letters += 1
         log.warning("dead letter from %s on %s: %s", letter.actor, letter.subject, letter.reason)
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-def write_runtime(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)

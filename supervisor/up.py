@@ -14,7 +14,8 @@ from bus import Bus
 from bus import logs as buslogs
 from contracts.config import Settings
 from supervisor.natsserver import EmbeddedNats
-from supervisor.supervisor import Supervisor, write_runtime
+from supervisor.status import write_runtime
+from supervisor.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,8 @@ async def run_up(
     try:
         await bus.connect(timeout=30, credentials=settings.config.nats.credentials)
         await bus.provision()
-        sup = Supervisor(settings, bus, url, spawn=spawn, nats_pid=server.pid if server else None)
+        sup = Supervisor(settings, bus, url, spawn=spawn, nats=server,
+                         runtime_file=runtime_path(home))
         write_runtime(runtime_path(home), {
             "nats_url": url, "nats_pid": server.pid if server else None,
             "supervisor_pid": os.getpid(), "prefix": settings.config.nats.prefix,

@@ -17,6 +17,8 @@ ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
 
 #: Platform adapters, imported only when enabled (each SDK is heavy).
 ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
+ADAPTERS["slack"] = "actors.channel.slack:SlackAdapter"
+ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
 NO_REPLY = "[NO_REPLY]"
 
 
@@ -45,7 +47,11 @@ class ChannelActor(Actor):
         return [(out, ChannelInbox), (cmd, ChannelInbox)]
 
     def health_info(self) -> dict[str, Any]:
-        return {"adapters": sorted(getattr(self, "adapters", {}))}
+        adapters = getattr(self, "adapters", {})
+        info: dict[str, Any] = {"adapters": sorted(adapters)}
+        # adapters may add facts (e.g. Slack: mode, or why it is off)
+        info.update({n: a.info() for n, a in adapters.items() if hasattr(a, "info")})
+        return info
 
     async def handle(self, msg: ChannelInbox) -> None:
         match msg:
@@ -61,9 +67,9 @@ class ChannelActor(Actor):
         adapter = self.adapters.get(msg.sink.channel)
         if adapter is None:
             raise Reject(
-                f"no '{msg.sink.channel}' adapter is running; this build has: "
-                f"{', '.join(sorted(self.adapters)) or 'none'} (Telegram and Slack adapters "
-                "are not built yet)"
+                f"no '{msg.sink.channel}' adapter is running (running: "
+                f"{', '.join(sorted(self.adapters)) or 'none'}); Telegram and Slack run only "
+                "when their tokens are set (see `wintermute status --json`, channel info)"
             )
         key = f"sent.{short_hash(msg.id, 32)}"
         if await self.bus.kv_get(self.subjects.kv_done, key) is not None:

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.common import budget
-from contracts import ApprovalDecision, SessionReset
+from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
 
 HELP = (
     "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
-    "conversation; memories stay), /memory (what is remembered), /tools (tools and status), "
+    "conversation; memories stay), /memory (what is remembered), /tools (tools and status; /tools release NAME lifts a "
+    "quarantine), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
 )
@@ -28,6 +29,7 @@ class CommandContext:
     is_owner: bool
     session: str
     input_id: str
+    reply_to: Sink | None = None  # the chat the command came from; else owner.sink
 
 
 async def handle_command(actor: Any, ctx: CommandContext, text: str) -> str | None:
@@ -106,14 +108,28 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:
+    verb, _, name = rest.partition(" ")
+    if verb == "release":
+        from actors.common.flatline import release_tool
+
+        if not name.strip():
+            return "Say which tool: /tools release NAME."
+        return await release_tool(actor.bus, name.strip(), f"{ctx.principal} (/tools release)")
     facts = await _state(actor, "executor")
     if not isinstance(facts, dict):
         return "The executor has not reported its tools yet."
-    return f"Tools ({facts.get('mode')} mode): " + ", ".join(facts.get("tools", []))
+    text = f"Tools ({facts.get('mode')} mode): " + ", ".join(facts.get("tools", []))
+    agent = facts.get("agent_tools") or []
+    return text + (f". Agent-created: {', '.join(agent)}" if agent else "")
 
 
 async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
-    return "/revert is not available yet: agent-created tools are not built in this version."
+    # The executor owns scripts/: it reverts, reloads the tools, and reports to the sink.
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    revert = ScriptsRevert(id=f"{ctx.input_id}:revert", principal=ctx.principal,
+                           is_owner=ctx.is_owner, reply_to=sink)
+    await actor.bus.publish(actor.subjects.cmd("executor", "revert"), revert)
+    return f"Asked the executor to undo the last change in scripts/; the outcome goes to {sink}."
 
 
 COMMANDS = {

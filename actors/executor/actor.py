@@ -14,6 +14,7 @@ from actors.common.redact import Redactor
 from actors.common.secrets import load_dotenv
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
+from actors.executor.dynamic.service import ScriptsService
 from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
@@ -22,6 +23,7 @@ from bus import Subscription
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
+    ScriptsRevert,
     Sink,
     ToolOutcome,
     ToolRequest,
@@ -31,7 +33,7 @@ from contracts import (
 
 log = logging.getLogger(__name__)
 
-ExecutorInbox = ToolRequest | ApprovalResolved
+ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
 
 
 class ExecutorActor(Actor):
@@ -42,22 +44,32 @@ class ExecutorActor(Actor):
         redactor = Redactor.from_env(self.home / ".env", os.environ)
         env = scrubbed_env(os.environ, secrets.keys())
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
-        self.sandbox = await detect_sandbox(self.config.executor.mode, self.home)
+        self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
-        gate = PolicyGate(self.config.executor.risky_patterns)
+        # Direct mode approves every risky pattern; a sandbox contains damage to the machine,
+        # so only what it cannot contain (sandboxed_risky_patterns) still needs approval.
+        ex = self.config.executor
+        gate = PolicyGate(ex.sandboxed_risky_patterns if self.sandbox.isolated
+                          else ex.risky_patterns)
         self.registry = ToolRegistry(core_tools(gate))
+        from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
+
+        if docker_tool := await docker_manage_tool(self.config):
+            self.registry.add(docker_tool)
+        self.scripts = ScriptsService(self)  # agent-created tools from scripts/
+        await self.scripts.start()
         await self.publish_tools()
 
     async def on_stop(self) -> None:
         await self.sandbox.close()
 
     async def publish_tools(self) -> None:
-        """Tell the planner (tool definitions) and the heartbeat (IDENTITY.md) what exists."""
-        await self.bus.kv_put(
-            self.subjects.kv_state, "tools", msgspec.json.encode(self.registry.specs())
-        )
-        facts = {"mode": self.sandbox.kind, "note": self.sandbox.note,
-                 "tools": self.registry.names()}
+        """Tell the planner (tool definitions), the heartbeat (IDENTITY.md) and `wintermute
+        tools` (catalog) what exists; at most budget.max_dynamic_tools_per_turn agent-created
+        tools are offered, core tools always."""
+        await self.scripts.publish(self.registry.specs())
+        facts = {**self.sandbox.facts(),
+                 "tools": self.registry.names(), "agent_tools": self.scripts.names()}
         await self.bus.kv_put(self.subjects.kv_state, "executor", msgspec.json.encode(facts))
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
@@ -80,12 +92,18 @@ class ExecutorActor(Actor):
                 await self._on_request(msg)
             case ApprovalResolved():
                 await self._on_resolved(msg)
+            case ScriptsRevert():
+                await self.scripts.revert(msg)
+
+    def _tool(self, name: str) -> Tool | None:
+        """A core tool, else an agent-created one (core names always win)."""
+        return self.registry.get(name) or self.scripts.get(name)
 
     async def _on_request(self, req: ToolRequest) -> None:
-        tool = self.registry.get(req.name)
+        await self.scripts.refresh()  # hot reload: files edited since the last look
+        tool = self._tool(req.name)
         if tool is None:
-            known = ", ".join(self.registry.names())
-            await self._result(req, False, f"Unknown tool {req.name!r}. Available: {known}.")
+            await self._result(req, False, self.scripts.unknown(req.name, self.registry.names()))
             return
         quarantine = await self._quarantined(req.name)
         if quarantine:
@@ -154,12 +172,15 @@ class ExecutorActor(Actor):
             out = ToolOutput(ok=False, output=f"The tool {req.name} failed: {exc!r}")
         if out is None:
             return  # forwarded: another actor answers
+        duration_ms = int((time.monotonic() - started) * 1000)
+        # _meta, hot reload (create_tool) and the offered list, before the model hears back
+        version = await self.scripts.after_run(tool, out, duration_ms)
         await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
-            duration_ms=int((time.monotonic() - started) * 1000),
+            duration_ms=duration_ms,
             error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
-            timed_out=out.timed_out,
+            timed_out=out.timed_out, version=version,
         )
         await self.publish(self.subjects.evt("tool", "outcome", req.name), outcome)
 
@@ -168,7 +189,7 @@ class ExecutorActor(Actor):
         if call is None:
             return
         result_id = f"{msg.id}:result"
-        tool = self.registry.get(call.name)
+        tool = self._tool(call.name)
         if msg.status == "approved" and tool is not None:
             await self._run(tool, call, deferred=True, result_id=result_id)
             return

@@ -1,9 +1,13 @@
-"""Core tools: execute_command, memory_save, memory_search."""
+"""Core tools: execute_command, memory_save, memory_search, create_tool."""
 
 from __future__ import annotations
 
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_int, arg_str
+from actors.executor.dynamic import CreateTool
+from actors.executor.messaging import Escalate, SendMessage
 from actors.executor.policy import PolicyGate
+from actors.executor.web import WebFetch
+from actors.executor.web_request import WebRequest
 from contracts import MemorySave, MemorySearch, ToolRequest, ToolSpec
 
 
@@ -99,4 +103,8 @@ class MemorySearchTool(Tool):
 
 def core_tools(gate: PolicyGate) -> list[Tool]:
     """The built-in tools, always offered."""
-    return [ExecuteCommand(gate), MemorySaveTool(), MemorySearchTool()]
+    tools: list[Tool] = [ExecuteCommand(gate), MemorySaveTool(), MemorySearchTool()]
+    tools += [WebFetch(), WebRequest(), SendMessage(), Escalate()]
+    # create_tool refuses the names of every core tool, including ones appended below it.
+    tools.append(CreateTool(reserved=lambda: [t.name for t in tools]))
+    return tools

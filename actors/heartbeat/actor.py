@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from actors.base import Actor
+from actors.common.flatline import task_status
 from actors.heartbeat.identity import render_identity
 from contracts import Sink, TurnRequest, subject_token
 
@@ -52,6 +53,9 @@ class HeartbeatActor(Actor):
             due = self.next_fire.get(task.name)
             if due is None or due > now:
                 continue
+            if await self._disabled(task.name):
+                self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
+                continue
             sink = Sink.parse(task.sink or self.config.owner.sink)
             turn = TurnRequest(
                 id=f"task:{task.name}:{int(due)}", session=f"task:{task.name}",
@@ -61,6 +65,15 @@ class HeartbeatActor(Actor):
             await self.publish(self.subjects.inbound("schedule", subject_token(task.name)), turn)
             log.info("fired scheduled task %s", task.name)
             self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
+
+    async def _disabled(self, name: str) -> bool:
+        """The supervisor disabled this task after repeated failures (until the owner enables it)."""
+        record = await task_status(self.bus, name)
+        if record.get("status") == "disabled":
+            log.info("scheduled task %s is disabled by the supervisor (%s); skipped", name,
+                     record.get("reason", ""))
+            return True
+        return False
 
     async def _health(self) -> dict[str, Any]:
         bucket = self.subjects.kv_health

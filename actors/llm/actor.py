@@ -69,6 +69,11 @@ class LlmActor(Actor):
 
     async def handle(self, req: LlmRequest) -> None:
         response = await self._respond(req)
+        if req.for_call is not None:  # escalate: the answer is that tool call's result
+            from actors.llm._escalate import answer_call
+
+            await answer_call(self, req.for_call, response)
+            return
         subject = self.subjects.evt("llm", "response", req.session)
         await self.publish(subject, response)
 

@@ -27,6 +27,7 @@ from contracts import (
     Recalled,
     Reply,
     SessionReset,
+    TaskOutcome,
     ToolRequest,
     ToolResult,
     ToolSpec,
@@ -166,7 +167,7 @@ class PlannerActor(Actor):
         if turn.step != msg.step:
             return False
         if msg.error:
-            await self._finish(state, msg.error, record=False)
+            await self._finish(state, msg.error, record=False, failure=msg.error)
             return True
         turn.messages.append(
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
@@ -205,6 +206,7 @@ class PlannerActor(Actor):
         if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
             return False
         turn.results[msg.call_id] = msg
+        turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True
 
@@ -223,10 +225,13 @@ class PlannerActor(Actor):
         limit_hit = turn.tool_calls_used >= self.config.budget.max_tool_calls_per_turn
         await self._ask_model(turn, [] if limit_hit else await self._tools())
 
-    async def _finish(self, state: SessionState, text: str, record: bool = True) -> None:
+    async def _finish(self, state: SessionState, text: str, record: bool = True,
+                      failure: str = "") -> None:
         turn = state.active
         assert turn is not None
         req = turn.request
+        if req.origin == "schedule":
+            await self._task_outcome(turn, failure)
         reply = Reply(
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
@@ -239,6 +244,15 @@ class PlannerActor(Actor):
         if state.queue:
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
+
+    async def _task_outcome(self, turn: TurnState, failure: str) -> None:
+        """How a scheduled task's turn ended, for the supervisor (it disables failing tasks)."""
+        if not failure and turn.tool_failures and turn.tool_failures >= turn.tool_calls_used:
+            failure = f"all {turn.tool_failures} of its tool calls failed"
+        task = turn.request.session.removeprefix("task:")
+        outcome = TaskOutcome(id=f"{turn.turn_id}:task", task=task, turn_id=turn.turn_id,
+                              ok=not failure, reason=failure[:500])
+        await self.publish(self.subjects.evt("task", "outcome", task), outcome)
 
     # -- shared facts ------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     calls: list[str] = msgspec.field(default_factory=list)  # call ids awaited, in order
     results: dict[str, ToolResult] = msgspec.field(default_factory=dict)
     tool_calls_used: int = 0
+    tool_failures: int = 0  # failed tool results (a scheduled turn failing them all failed)
     new_from: int = 0  # index in messages where this turn's own messages start
 
     @property

@@ -105,9 +105,10 @@ async def test_history_survives_a_planner_restart(
 async def test_secrets_from_env_file_never_reach_the_model(
     fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Direct mode (no sandbox hides .env), so the redactor is what stands in the way."""
     secret = "sup3r-s3cret-value-123456"
     (Path(settings_for().home) / ".env").write_text(f"MY_SERVICE_PASSWORD={secret}\n")
-    settings = settings_for(**use_model(monkeypatch, "openai", fake.url))
+    settings = settings_for(**use_model(monkeypatch, "openai", fake.url), WM__EXECUTOR__MODE="direct")
     async with actors(settings, *ALL), chat(settings) as c:
         reply = await c.ask("run: cat ../.env; echo $MY_SERVICE_PASSWORD")
     assert secret not in reply and "[REDACTED]" in reply
@@ -132,7 +133,8 @@ async def test_memory_saved_in_one_session_is_found_in_another(
 async def test_risky_command_waits_for_owner_approval_then_runs(
     fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings_for(**use_model(monkeypatch, "openai", fake.url))
+    """Direct mode: risky patterns need the owner's approval when nothing is sandboxed."""
+    settings = settings_for(**use_model(monkeypatch, "openai", fake.url), WM__EXECUTOR__MODE="direct")
     target = settings.home / "workspace" / "doomed"
     target.mkdir()
     async with actors(settings, *ALL), chat(settings) as c:

@@ -1,0 +1,226 @@
+"""Inbound from Telegram: one update becomes bus messages, and nothing else leaves it.
+
+Everything an update causes is a publish with an id derived from the update (`tg:<bot>:<n>`),
+so handling the same update twice (after a crash, before its offset was confirmed) publishes
+nothing new. Answers to the user (refusals, command output, the credential advice) are Notices
+on the outbound stream, sent once like every other outbound message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from actors.channel._telegram_media import download_media
+from actors.channel.commands import CommandContext, handle_command
+from actors.common.redact import credential_guard
+from contracts import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalResolved,
+    Notice,
+    Sink,
+    TurnRequest,
+)
+
+if TYPE_CHECKING:
+    from actors.channel.telegram import TelegramAdapter
+
+log = logging.getLogger(__name__)
+
+REFUSAL = (
+    "Sorry, this is a private assistant and you are not on its list of allowed users. "
+    "Messages from you are not read."
+)
+PAIRING_ASKED = (
+    "This is a private assistant. I have asked its owner whether you may talk to me; "
+    "you will get a message here when they decide."
+)
+UNSUPPORTED = (
+    "I can read text, voice messages, audio, photos, videos and documents; that kind of "
+    "message is not supported."
+)
+GROUPS = ("group", "supergroup")
+
+
+class Inbound:
+    """Turns Telegram updates into turns, commands, notices and approval decisions."""
+
+    def __init__(self, adapter: TelegramAdapter) -> None:
+        self.a = adapter
+        self.cfg = adapter.tg
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def is_owner(self, user_id: int) -> bool:
+        return f"telegram:{user_id}" in self.a.config.owner.principals
+
+    async def is_allowed(self, user_id: int) -> bool:
+        if user_id in self.cfg.allowed_users or self.is_owner(user_id):
+            return True
+        return await self.a.state_get(f"paired.{user_id}") is not None
+
+    async def notify(self, msg_id: str, sink: Sink, text: str) -> None:
+        """Answer in a chat through the outbound stream (so it is sent exactly once)."""
+        notice = Notice(id=msg_id, sink=sink, text=text, source="telegram")
+        await self.a.bus.publish(self.a.subjects.outbound("telegram", sink.chat), notice)
+
+    # -- updates -----------------------------------------------------------------------------
+
+    async def handle(self, update: Any) -> None:
+        """Handle one update; raises on failures that a retry may fix."""
+        base = self.a.update_ref(update.update_id)
+        if update.callback_query is not None:
+            await self._callback(base, update.callback_query)
+            return
+        msg = update.message
+        if msg is None or msg.from_user is None or msg.from_user.is_bot:
+            return  # edits, channel posts, other bots: not conversations with a person
+        if msg.chat.type not in ("private", *GROUPS):
+            return
+        user = msg.from_user
+        group = msg.chat.type in GROUPS
+        thread = str(msg.message_thread_id) if group and msg.is_topic_message else ""
+        sink = Sink(channel="telegram", chat=str(msg.chat.id), thread=thread)
+        if not await self.is_allowed(user.id):
+            if not group:  # in a group, strangers are simply not listened to
+                await self._stranger(base, user, sink)
+            return
+        text = msg.text or msg.caption or ""
+        if group:
+            addressed, text = self._addressed(msg, text)
+            if not addressed:
+                return
+        principal = f"telegram:{user.id}"
+        if group:
+            session = f"telegram:group:{msg.chat.id}" + (f":{thread}" if thread else "")
+        else:
+            session = principal
+        guard = credential_guard(text)
+        if guard.action == "block":
+            await self.notify(f"{base}:guard", sink, guard.text)
+            return
+        text = guard.text
+        ctx = CommandContext(principal, self.is_owner(user.id), session, base, reply_to=sink)
+        answer = await handle_command(self.a.actor, ctx, text)
+        if answer is not None:
+            await self.notify(f"{base}:command", sink, answer)
+            return
+        attachments = await download_media(self.a, update.update_id, msg)
+        if not text.strip() and not attachments:
+            if not group:
+                await self.notify(f"{base}:unsupported", sink, UNSUPPORTED)
+            return
+        turn = TurnRequest(
+            id=base, session=session, principal=principal, text=text, reply_to=sink,
+            is_owner=ctx.is_owner, attachments=attachments,
+        )
+        await self.a.bus.publish(self.a.subjects.inbound("telegram", sink.chat), turn)
+        self.a.typing.start(base, sink)
+
+    def _addressed(self, msg: Any, text: str) -> tuple[bool, str]:
+        """Whether a group message is for us (mention, reply to us, command), minus the mention."""
+        me = self.a.me
+        handle = f"@{me.username}".lower()
+        first = text.split(maxsplit=1)[0] if text.strip() else ""
+        if first.startswith("/") and "@" in first and not first.lower().endswith(handle):
+            return False, text  # a command for another bot
+        entities = msg.parse_entities() if msg.text else msg.parse_caption_entities()
+        mentioned = any(
+            (ent.type == "mention" and value.lower() == handle)
+            or (ent.type == "text_mention" and ent.user is not None and ent.user.id == me.id)
+            for ent, value in entities.items()
+        )
+        replied = (
+            msg.reply_to_message is not None and msg.reply_to_message.from_user is not None
+            and msg.reply_to_message.from_user.id == me.id
+        )
+        command = first.startswith("/")
+        cleaned = re.sub(re.escape(handle) + r"\b", "", text, flags=re.I) if mentioned else text
+        cleaned = re.sub(r"[ \t]{2,}", " ", cleaned).strip()
+        ok = self.cfg.group_mode == "all" or mentioned or replied or command
+        return ok, cleaned
+
+    async def _stranger(self, base: str, user: Any, sink: Sink) -> None:
+        """An unknown user: at most one short answer; with pairing on, ask the owner once."""
+        if self.cfg.pairing:
+            key = f"pairing.{user.id}"
+            if await self.a.state_get(key) is not None:
+                return
+            who = user.full_name + (f" (@{user.username})" if user.username else "")
+            request = ApprovalRequest(
+                id=f"{base}:pair", session=f"telegram:pair:{user.id}",
+                summary=f"Let Telegram user {who}, id {user.id}, talk to the agent?",
+                reason="they wrote to the bot and are not in channels.telegram.allowed_users",
+            )
+            await self.a.bus.publish(self.a.subjects.cmd("approval", "request"), request)
+            await self.notify(f"{base}:pairing", sink, PAIRING_ASKED)
+            await self.a.state_put(key, json.dumps({"chat": sink.chat}).encode())
+            return
+        key = f"refused.{user.id}"
+        if await self.a.state_get(key) is not None:
+            return
+        await self.notify(f"{base}:refusal", sink, REFUSAL)
+        await self.a.state_put(key, b"1")
+        log.info("refused telegram user %s (not in allowed_users)", user.id)
+
+    async def _callback(self, base: str, query: Any) -> None:
+        """An inline button: approve/deny, honoured only from the owner."""
+        from telegram.error import TelegramError
+
+        bot = self.a.bot
+        verb, _, approval_id = (query.data or "").partition(":")
+        if verb not in ("a", "d") or not approval_id:
+            await self._answer(query, "This button is no longer valid.")
+            return
+        if not self.is_owner(query.from_user.id):
+            log.warning("approval button pressed by non-owner %s", query.from_user.id)
+            await self._answer(query, "Only the owner can answer approvals.", alert=True)
+            return
+        approved = verb == "a"
+        decision = ApprovalDecision(
+            id=f"{base}:decision", approval_id=approval_id, approved=approved,
+            principal=f"telegram:{query.from_user.id}", is_owner=True,
+        )
+        await self.a.bus.publish(self.a.subjects.cmd("approval", "decide"), decision)
+        word = "Approved" if approved else "Denied"
+        await self._answer(query, f"{word}.")
+        message = query.message
+        if message is not None and getattr(message, "text", None):
+            from actors.channel._telegram_format import escape
+
+            try:  # replace the buttons with the answer
+                await bot.edit_message_text(
+                    f"{escape(message.text)}\n\nYour answer: <b>{word}</b>.", chat_id=message.chat.id,
+                    message_id=message.message_id, parse_mode="HTML",
+                )
+            except TelegramError as exc:
+                log.info("could not update the approval message: %s", exc)
+
+    async def _answer(self, query: Any, text: str, alert: bool = False) -> None:
+        from telegram.error import TelegramError
+
+        try:
+            await self.a.bot.answer_callback_query(query.id, text=text, show_alert=alert)
+        except TelegramError as exc:  # too old or already answered: nothing to do
+            log.info("answerCallbackQuery failed: %s", exc)
+
+    async def on_resolved(self, msg: ApprovalResolved) -> None:
+        """The owner answered a pairing request."""
+        if not msg.session.startswith("telegram:pair:"):
+            return
+        user_id = msg.session.rsplit(":", 1)[1]
+        raw = await self.a.state_get(f"pairing.{user_id}")
+        chat = json.loads(raw).get("chat", user_id) if raw else user_id
+        sink = Sink(channel="telegram", chat=str(chat))
+        if msg.status == "approved":
+            await self.a.state_put(f"paired.{user_id}", b"1")
+            text = "The owner let you in: you can talk to me now."
+        elif msg.status == "denied":
+            text = "The owner did not approve your request."
+        else:  # expired unanswered: let them ask again later
+            await self.a.state_delete(f"pairing.{user_id}")
+            text = "The owner did not answer in time; write again later to ask once more."
+        await self.notify(f"{msg.id}:notice", sink, text)

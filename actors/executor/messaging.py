@@ -1,0 +1,163 @@
+"""send_message (text and workspace files to the session's chat or an explicit sink) and
+escalate (ask the oracle model through the llm actor; its answer arrives as the tool result)."""
+
+from __future__ import annotations
+
+import asyncio
+import mimetypes
+from pathlib import Path
+
+from actors.executor._limits import RateLimiter
+from actors.executor.base import Tool, ToolContext, ToolOutput, arg_str
+from contracts import ChatMessage, LlmRequest, Reply, Sink, ToolRequest, ToolSpec
+
+MESSAGE_RATE_LIMIT = 20  # per minute: a runaway loop must not flood a chat
+MAX_FILE_BYTES = 50_000_000  # what Telegram bots may upload; other channels allow less or more
+SCAN_BYTES = 10_000_000  # files up to this size are checked for secrets before they go out
+ORACLE_SYSTEM = (
+    "You are the oracle: a more capable model that an AI agent consults when it is stuck on a "
+    "hard problem (architecture, subtle bugs, large code, an approach that keeps failing). "
+    "Answer the agent's question directly and completely; it will act on your answer."
+)
+NO_ORACLE = (
+    "No oracle model is configured, so escalate is unavailable. Ask the owner to add "
+    '[models.roles] oracle = "provider/model" to config.toml (or WM__MODELS__ROLES__ORACLE).'
+)
+
+
+class Refused(Exception):
+    """A file or sink send_message will not use; the message is a sentence for the model."""
+
+
+def attach(ctx: ToolContext, ref: str) -> str:
+    """The workspace-relative path of a file that may be sent, or Refused with the reason."""
+    rel = ref.strip()
+    for prefix in ("/workspace/", "workspace/"):
+        if rel.startswith(prefix):
+            rel = rel[len(prefix):]
+    root = ctx.workspace.resolve()
+    path = (root / rel).resolve()
+    if rel.startswith(("/", "~")) or root not in path.parents:
+        raise Refused(f"{ref!r} is not inside the workspace; only workspace files can be sent.")
+    if not path.is_file():
+        raise Refused(f"There is no file {ref!r} in the workspace.")
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise Refused(f"{ref!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit for files.")
+    if size <= SCAN_BYTES and _holds_secret(ctx, path):
+        raise Refused(
+            f"{ref!r} contains a secret (a value from .env or a credential), so it was not sent."
+        )
+    return str(path.relative_to(root))
+
+
+def _holds_secret(ctx: ToolContext, path: Path) -> bool:
+    text = path.read_bytes().decode("latin-1")  # every byte maps to one character
+    return bool(ctx.redactor.scan(text)[1])
+
+
+def file_kind(path: str) -> str:
+    """image, audio, video or document, from the file name."""
+    mime = mimetypes.guess_type(path)[0] or ""
+    major = mime.split("/")[0]
+    return major if major in ("image", "audio", "video") else "document"
+
+
+class SendMessage(Tool):
+    spec = ToolSpec(
+        name="send_message",
+        description=(
+            "Send a message now, before your final answer: to this conversation's chat, or "
+            "(owner only) to an explicit sink such as 'telegram:12345' or 'terminal:owner'. "
+            "Attach workspace files with files=[...] (they are delivered by the channel)."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "The message text."},
+                "files": {"type": "array", "items": {"type": "string"},
+                          "description": "Workspace-relative paths of files to attach."},
+                "sink": {"type": "string",
+                         "description": "channel:chat[:thread]; default: this conversation."},
+            },
+            "required": ["text"],
+        },
+    )
+    side_effects = False  # the message id is derived from the call, so a re-send is dropped
+
+    def __init__(self) -> None:
+        self.limiter = RateLimiter(MESSAGE_RATE_LIMIT)
+
+    async def run(self, req: ToolRequest, ctx: ToolContext) -> ToolOutput:
+        text = arg_str(req, "text")
+        files = req.arguments.get("files") or []
+        if not isinstance(files, list):
+            files = [files]
+        if not text.strip() and not files:
+            return ToolOutput(ok=False, output="send_message needs some text or files.")
+        try:
+            sink = self._sink(req)
+            paths = await asyncio.to_thread(lambda: [attach(ctx, str(f)) for f in files])
+        except (Refused, ValueError) as exc:
+            return ToolOutput(ok=False, output=str(exc))
+        refusal = self.limiter.refusal(self.name)
+        if refusal:
+            return ToolOutput(ok=False, output=refusal)
+        # Files travel as `[file: path]` markers, which the channel adapters turn into uploads.
+        body = "\n".join([ctx.redactor.redact(text).strip(), *(f"[file: {p}]" for p in paths)])
+        reply = Reply(id=f"{req.id}:message", session=req.session, turn_id=req.id,
+                      sink=sink, text=body.strip())
+        await ctx.bus.publish(ctx.subjects.outbound(sink.channel, sink.chat), reply)
+        kinds = ", ".join(f"{p} ({file_kind(p)})" for p in paths)
+        return ToolOutput(ok=True, output=f"Sent to {sink}" + (f" with {kinds}." if kinds else "."))
+
+    def _sink(self, req: ToolRequest) -> Sink:
+        explicit = arg_str(req, "sink").strip()
+        if not explicit:
+            if req.reply_to is None:
+                raise Refused("This conversation has no chat to send to; name a sink.")
+            return req.reply_to
+        sink = Sink.parse(explicit)
+        if not req.is_owner and sink != req.reply_to:
+            raise Refused("Only the owner's conversations may send to other chats.")
+        return sink
+
+
+class Escalate(Tool):
+    spec = ToolSpec(
+        name="escalate",
+        description=(
+            "Ask a more powerful model for help. Use for complex architecture decisions, "
+            "debugging subtle issues, analysing large code, or when your current approach "
+            "fails. Costs more tokens."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "question": {"type": "string",
+                             "description": "The question or problem to escalate."},
+                "context": {"type": "string",
+                            "description": "Relevant context: code, errors, what you tried."},
+            },
+            "required": ["question"],
+        },
+    )
+    side_effects = False  # ids are derived from the call: a redelivery asks only once
+
+    async def run(self, req: ToolRequest, ctx: ToolContext) -> ToolOutput | None:
+        models = ctx.config.models
+        if not (models.roles.get("oracle") or models.skills.get("oracle")):
+            return ToolOutput(ok=False, output=NO_ORACLE)
+        question = arg_str(req, "question").strip()
+        if not question:
+            return ToolOutput(ok=False, output="escalate needs a 'question'.")
+        context = arg_str(req, "context").strip()
+        prompt = question + (f"\n\nContext:\n{context}" if context else "")
+        ask = LlmRequest(
+            id=f"{req.id}:escalate", session=req.session, turn_id=req.turn_id, step=req.step,
+            role="oracle", for_call=req,
+            messages=[ChatMessage(role="system", content=ORACLE_SYSTEM),
+                      ChatMessage(role="user", content=ctx.redactor.redact(prompt))],
+        )
+        await ctx.bus.publish(ctx.subjects.cmd("llm", "complete"), ask)
+        return None  # the llm actor publishes the ToolResult

@@ -1,0 +1,170 @@
+"""bubblewrap: a fresh Linux namespace per command, no daemon.
+
+Inside: the host's system folders read-only (only what any user may read), the workspace and
+scripts read-write at /workspace and /scripts (and at their host paths, so paths the executor
+hands over still work), a private /tmp, no view of the rest of WINTERMUTE_HOME or the user's
+home, no capabilities, its own pid/ipc/uts/network namespaces. The network is loopback only;
+with network "proxy" an in-sandbox forwarder relays 127.0.0.1:3128 to the egress proxy.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from actors.executor.command import CommandResult, run_process
+from actors.executor.egress_proxy import EgressProxy
+from actors.executor.sandbox.base import (
+    DEFAULT_PATH,
+    EGRESS_INSIDE,
+    EGRESS_SOCKET,
+    FORWARD_SOURCE,
+    PROXY_PORT,
+    SANDBOX_HOME,
+    Layout,
+    Sandbox,
+    SandboxError,
+    refused,
+    sandbox_env,
+    stop_egress,
+)
+
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+MASK_ROOTS = ("/etc",)  # system folders that hold files only root may read (shadow, ssh keys)
+PROBE_TIMEOUT = 15.0
+SANDBOX_PATH = f"{SANDBOX_HOME}/.local/bin:{DEFAULT_PATH}"
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for name in SYSTEM_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            args += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            args += ["--ro-bind", name, name]
+    return args
+
+
+def _masks(root: str) -> list[str]:
+    """Hide what an unprivileged user could not read, so a root executor leaks nothing more."""
+    args: list[str] = []
+    stack = [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError:
+                continue
+            if stat.S_ISDIR(mode):
+                if mode & 0o005 != 0o005:
+                    args += ["--tmpfs", entry.path]
+                else:
+                    stack.append(entry.path)
+            elif stat.S_ISREG(mode) and not mode & 0o004:
+                args += ["--ro-bind", "/dev/null", entry.path]
+    return args
+
+
+def _python() -> tuple[str, list[str]]:
+    """An interpreter visible inside for the forwarder, and any bind it needs."""
+    if Path("/usr/bin/python3").exists():
+        return "/usr/bin/python3", []
+    real = os.path.realpath(sys.executable)
+    prefix = os.path.realpath(sys.base_prefix)
+    if any(real.startswith(d + "/") for d in SYSTEM_DIRS):
+        return real, []
+    return real, ["--ro-bind", prefix, prefix]
+
+
+class BwrapSandbox(Sandbox):
+    """One bubblewrap namespace per command."""
+
+    kind = "bwrap"
+    isolated = True
+
+    def __init__(
+        self, layout: Layout, *, network: str, proxy: EgressProxy | None = None,
+        egress_dir: Path | None = None, reason: str = "",
+    ) -> None:
+        self.layout = layout
+        self.network = network
+        self.proxy = proxy
+        self.egress_dir = egress_dir
+        self.reason = reason
+        self.bwrap = shutil.which("bwrap") or "bwrap"
+        self.bash = shutil.which("bash") or "/bin/bash"
+        python, python_binds = _python()
+        self.python = python
+        self.base = self._base_args(python_binds)
+        where = (f"only through the egress proxy ({proxy.describe()})" if proxy
+                 else "none (loopback only)")
+        self.note = (
+            "bwrap: each command runs under bubblewrap with a read-only system, writable "
+            f"/workspace and /scripts, a private /tmp, no capabilities and no view of "
+            f"WINTERMUTE_HOME's secrets or data; network: {where}"
+            + (f" ({reason})" if reason else "")
+        )
+
+    def _base_args(self, python_binds: list[str]) -> list[str]:
+        layout = self.layout
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL", "--hostname", "wintermute-sandbox"]
+        args += _system_binds() + python_binds
+        for root in MASK_ROOTS:
+            args += _masks(root)
+        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+        args += ["--tmpfs", str(layout.home)]  # hides .env, data/, logs/, config ...
+        for host, inside in layout.shared():
+            args += ["--bind", str(host), str(host), "--bind", str(host), inside]
+        if self.egress_dir is not None:
+            args += ["--ro-bind", str(self.egress_dir), EGRESS_INSIDE]
+        return args + ["--remount-ro", "/"]
+
+    def argv(self, command: str, cwd: str) -> list[str]:
+        """The full bwrap command line for one shell command."""
+        inner = [self.bash, "-c", command]
+        if self.network == "proxy":
+            sock = f"{EGRESS_INSIDE}/{EGRESS_SOCKET}"
+            inner = [self.python, "-I", "-S", "-c", FORWARD_SOURCE, "run", str(PROXY_PORT),
+                     sock, *inner]
+        return [*self.base, "--chdir", cwd, "--", *inner]
+
+    async def probe(self) -> None:
+        """Run `true` the way commands run; SandboxError with bwrap's words if that fails."""
+        try:
+            res = await run_process(
+                self.argv("true", "/workspace"), cwd=self.layout.workspace,
+                timeout=PROBE_TIMEOUT, output_limit=2000, env={"PATH": DEFAULT_PATH},
+            )
+        except OSError as exc:
+            raise SandboxError(f"bwrap could not be started: {exc}") from exc
+        if res.exit_code != 0:
+            why = res.output.strip() or f"exit code {res.exit_code}"
+            raise SandboxError(f"bwrap does not work here: {why}")
+
+    async def run(
+        self, command: str, *, cwd: Path, timeout: float, output_limit: int,
+        env: Mapping[str, str], stdin: bytes = b"",
+    ) -> CommandResult:
+        inside = self.layout.inside(cwd)
+        if inside is None:
+            return refused(f"{cwd} is outside the workspace and scripts folders, which are all "
+                           "the sandbox can see.")
+        return await run_process(
+            self.argv(command, inside), cwd=self.layout.workspace, timeout=timeout,
+            output_limit=output_limit, env=sandbox_env(env, self.network, SANDBOX_PATH),
+            stdin=stdin,
+        )
+
+    async def close(self) -> None:
+        await stop_egress(self.proxy, self.egress_dir)
+

@@ -1,0 +1,36 @@
+"""Direct mode: no sandbox at all, the last resort, labelled as such everywhere."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from actors.executor.command import CommandResult, run_command
+from actors.executor.sandbox.base import Sandbox
+
+DIRECT_NOTE = (
+    "direct (UNSANDBOXED): commands run as the Wintermute user on the host with its full "
+    "network and file access; only the environment is scrubbed, and commands matching "
+    "executor.risky_patterns wait for the owner's approval"
+)
+
+
+class DirectSandbox(Sandbox):
+    """No isolation: bash as the Wintermute user, scrubbed environment, risky commands approved."""
+
+    kind = "direct"
+    note = DIRECT_NOTE
+    isolated = False
+    network = "host"
+
+    def __init__(self, reason: str = "executor.mode is \"direct\"") -> None:
+        self.reason = reason
+        self.note = f"{DIRECT_NOTE} ({reason})"
+
+    async def run(
+        self, command: str, *, cwd: Path, timeout: float, output_limit: int,
+        env: Mapping[str, str], stdin: bytes = b"",
+    ) -> CommandResult:
+        return await run_command(
+            command, cwd=cwd, timeout=timeout, output_limit=output_limit, env=env, stdin=stdin
+        )

@@ -1,0 +1,107 @@
+"""Every Flatline intervention is recorded (an event in WM_EVT) and, if it matters, announced."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import Coroutine
+from typing import Any
+
+import msgspec
+
+from bus import Bus
+from contracts import Intervention, Notice, Sink, subject_token
+from contracts.config import Settings
+
+log = logging.getLogger(__name__)
+
+LOG_KEY = "flatline.log"
+KEPT = 20
+
+
+class Announcer:
+    """Publishes interventions and owner notices; keeps the latest few for `status`."""
+
+    def __init__(self, settings: Settings, bus: Bus) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.recent: deque[dict[str, Any]] = deque(maxlen=KEPT)
+        self._pending: set[asyncio.Task[Any]] = set()
+
+    def soon(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run a record or notice in the background (it may wait for NATS to come back)."""
+        task = asyncio.create_task(coro)
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def close(self) -> None:
+        """Give records still on their way a moment, then drop them (we are stopping)."""
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=2)
+        for task in list(self._pending):
+            task.cancel()
+
+    async def load(self) -> None:
+        """The latest interventions recorded by an earlier supervisor run."""
+        try:
+            raw = await self.bus.kv_get(self.bus.subjects.kv_state, LOG_KEY)
+            for item in json.loads(raw) if raw else []:
+                self.recent.append(item)
+        except Exception as exc:  # noqa: BLE001 - status history is a convenience
+            log.warning("could not read the intervention log: %s", exc)
+
+    @property
+    def sink(self) -> Sink:
+        return Sink.parse(self.settings.config.owner.sink)
+
+    async def notify(self, text: str, ref: str) -> None:
+        """A notice to the owner sink; `ref` makes it idempotent (same ref, one notice)."""
+        sink = self.sink
+        notice = Notice(id=f"{ref}:notice", sink=sink, text=text, source="flatline")
+        try:
+            await self.bus.publish(self.bus.subjects.outbound(sink.channel, sink.chat), notice)
+        except Exception as exc:  # noqa: BLE001 - the record below still happens
+            log.warning("could not notify the owner: %s", exc)
+
+    async def record(self, iv: Intervention, *, notify: str = "") -> None:
+        """Publish the intervention, remember it, and tell the owner `notify` if given."""
+        log.warning("intervention %s on %s: %s (%s)", iv.kind, iv.target, iv.action, iv.reason)
+        try:
+            await self.bus.publish(
+                self.bus.subjects.evt("flatline", iv.kind, subject_token(iv.target)), iv
+            )
+        except Exception as exc:  # noqa: BLE001 - keep going; the log line above remains
+            log.warning("could not record the intervention: %s", exc)
+        self.recent.append({
+            "ts": iv.ts, "kind": iv.kind, "target": iv.target, "action": iv.action,
+            "reason": iv.reason, "outcome": iv.outcome, "undo": iv.undo,
+            "proposed": iv.proposed,
+        })
+        try:
+            await self.bus.kv_put(self.bus.subjects.kv_state, LOG_KEY,
+                                  json.dumps(list(self.recent)).encode())
+        except Exception:  # noqa: BLE001 - NATS may be restarting
+            pass
+        if notify:
+            await self.notify(notify, iv.id)
+
+    async def intervene(self, kind: str, target: str, action: str, reason: str, *,
+                        ref: str = "", evidence: dict[str, Any] | None = None,
+                        outcome: str = "done", undo: str = "", proposed: bool = False,
+                        notify: str = "") -> Intervention:
+        """Build, record and (optionally) announce one intervention."""
+        iv = Intervention(
+            id=ref or f"flatline:{kind}:{target}:{time.time_ns()}", kind=kind, target=target,
+            action=action, reason=reason, evidence=_jsonable(evidence or {}), outcome=outcome,
+            undo=undo, proposed=proposed,
+        )
+        await self.record(iv, notify=notify)
+        return iv
+
+
+def _jsonable(value: dict[str, Any]) -> dict[str, Any]:
+    """Evidence must survive JSON; anything odd becomes its string."""
+    return msgspec.json.decode(msgspec.json.encode(value, enc_hook=str))  # type: ignore[no-any-return]

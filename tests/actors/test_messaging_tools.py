@@ -1,0 +1,100 @@
+"""send_message and escalate through real actors: delivery to chats, files, sinks, the oracle."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from actors.executor.messaging import ORACLE_SYSTEM
+from actors.llm.providers import reset_clients
+from contracts.config import Settings
+from tests.actors.harness import ALL, actors, chat
+from tests.fakes.llm_servers import FakeLLM
+
+SettingsFor = Callable[..., Settings]
+SECRET = "msg-s3cret-Value-24680"
+
+
+@pytest.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLLM]:
+    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    reset_clients()
+    server = FakeLLM()
+    monkeypatch.setenv("OPENAI_BASE_URL", await server.start("openai"))
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+def settings(fake: FakeLLM, settings_for: SettingsFor, home: Path) -> Settings:
+    (home / ".env").write_text(f"MY_SERVICE_PASSWORD={SECRET}\n")
+    return settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="direct",
+                        WM__MODELS__ROLES='{"oracle": "openai/oracle-model"}')
+
+
+def tool_call(name: str, **arguments: object) -> str:
+    return f"tool:{name} {json.dumps(arguments)}"
+
+
+async def test_send_message_delivers_text_and_files_to_the_session_chat(
+    settings: Settings,
+) -> None:
+    ws = settings.home / "workspace"
+    ws.mkdir(exist_ok=True)
+    (ws / "report.txt").write_text("all good\n")
+    (ws / "leak.txt").write_text(f"password is {SECRET}\n")
+    async with actors(settings, *ALL), chat(settings) as c:
+        final = await c.ask(tool_call("send_message", text=f"progress 50% {SECRET}",
+                                      files=["report.txt"]))
+        sent = await c.next(("reply",))
+        assert sent.text == "progress 50% [REDACTED]\n[file: report.txt]"
+        assert "Sent to terminal:owner with report.txt (document)." in final
+        leak = await c.ask(tool_call("send_message", text="here", files=["leak.txt"]))
+        outside = await c.ask(tool_call("send_message", text="here", files=["../.env"]))
+    assert "contains a secret" in leak and "not inside the workspace" in outside
+    assert not c.backlog  # neither was sent
+
+
+async def test_send_message_to_an_explicit_sink_is_for_the_owner_only(
+    settings: Settings,
+) -> None:
+    async with actors(settings, *ALL), chat(settings) as owner, \
+            chat(settings, "reports") as reports, chat(settings, "guest") as guest:
+        done = await owner.ask(tool_call("send_message", text="weekly report",
+                                         sink="terminal:reports"))
+        got = await reports.next(("reply",))
+        assert got.text == "weekly report" and "Sent to terminal:reports" in done
+        refused = await guest.ask(tool_call("send_message", text="spam",
+                                            sink="terminal:reports"))
+        own = await guest.ask(tool_call("send_message", text="note to self"))
+        assert (await guest.next(("reply",))).text == "note to self"
+    assert "Only the owner" in refused and "Sent to terminal:guest" in own
+    assert not reports.backlog
+
+
+async def test_escalate_asks_the_oracle_and_returns_its_answer(
+    settings: Settings, fake: FakeLLM,
+) -> None:
+    async with actors(settings, *ALL), chat(settings) as c:
+        reply = await c.ask(tool_call("escalate", question="why does the cache miss?",
+                                      context=f"tried warming it; key {SECRET}"))
+    assert reply.startswith("Tool said: The oracle (openai/oracle-model) answered:")
+    assert "echo: why does the cache miss?" in reply and "tried warming it" in reply
+    oracle = [r for r in fake.requests if r.get("model") == "oracle-model"]
+    assert len(oracle) == 1 and not oracle[0].get("tools")
+    assert oracle[0]["messages"][0]["content"] == ORACLE_SYSTEM
+    assert SECRET not in json.dumps(oracle) and "[REDACTED]" in json.dumps(oracle)
+
+
+async def test_escalate_without_an_oracle_says_how_to_configure_one(
+    fake: FakeLLM, settings_for: SettingsFor,
+) -> None:
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="direct")
+    async with actors(settings, *ALL), chat(settings) as c:
+        reply = await c.ask(tool_call("escalate", question="help"))
+    assert "No oracle model is configured" in reply and "[models.roles]" in reply
+    assert all(r.get("model") == "test-model" for r in fake.requests)

@@ -1,0 +1,163 @@
+"""The bubblewrap sandbox, for real: what a command can see, write and reach."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from actors.executor.command import CommandResult
+from actors.executor.egress_proxy import EgressProxy
+from actors.executor.sandbox import detect_sandbox
+from actors.executor.sandbox.base import EGRESS_SOCKET, Layout, Sandbox
+from actors.executor.sandbox.bwrap import BwrapSandbox
+from actors.llm.providers import reset_clients
+from contracts.config import Settings
+from supervisor.client import gather_status
+from tests.actors.harness import ALL, actors, chat
+from tests.fakes.egress import PUBLIC_IP, LoopbackDialer, Origin
+from tests.fakes.llm_servers import FakeLLM
+from tests.fakes.sandboxes import require
+
+SettingsFor = Callable[..., Settings]
+SECRET = "pl4nted-s3cret-value-98765"
+MISSING_DOCKER = "unix:///nonexistent/docker.sock"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bwrap_installed() -> None:
+    require({"bwrap": "bubblewrap"})
+
+
+@pytest.fixture
+def planted(home: Path) -> Path:
+    """A home with a secret in .env and private data, as a real installation has."""
+    (home / ".env").write_text(f"MY_SERVICE_PASSWORD={SECRET}\n")
+    (home / "data" / "private.txt").write_text(f"memory {SECRET}\n")
+    return home
+
+
+@pytest.fixture
+async def sandbox(settings_for: SettingsFor, planted: Path) -> AsyncIterator[Sandbox]:
+    settings = settings_for(WM__EXECUTOR__MODE="bwrap", WM__EXECUTOR__NETWORK="none")
+    sb = await detect_sandbox(settings.config, settings.home)
+    yield sb
+    await sb.close()
+
+
+async def run(sb: Sandbox, command: str, home: Path, timeout: float = 30) -> CommandResult:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    return await sb.run(command, cwd=home / "workspace", timeout=timeout, output_limit=20_000,
+                        env=env)
+
+
+async def test_command_cannot_see_secrets_or_data_and_writes_the_workspace(
+    sandbox: Sandbox, planted: Path
+) -> None:
+    assert sandbox.kind == "bwrap" and sandbox.isolated
+    home = planted
+    res = await run(sandbox, f"cat ../.env {home}/.env {home}/data/private.txt; ls -a {home}; "
+                             "ls /root ~ 2>&1 | head -3; echo written > out.txt; pwd", home)
+    assert SECRET not in res.output
+    assert res.output.count("No such file or directory") >= 3
+    listing = res.output.split("\n")
+    assert "workspace" in listing and "scripts" in listing and "data" not in listing
+    assert res.output.rstrip().endswith("/workspace")
+    assert (home / "workspace" / "out.txt").read_text() == "written\n"
+    # the system is read-only, /tmp is private to the command, no capabilities
+    res = await run(sandbox, "touch /usr/x 2>&1; echo t > /tmp/t && cat /tmp/t; "
+                             "grep CapEff /proc/self/status", home)
+    assert "Read-only file system" in res.output and "t\n" in res.output
+    assert "CapEff:\t0000000000000000" in res.output
+
+
+async def test_no_network_when_policy_is_none(sandbox: Sandbox, planted: Path) -> None:
+    hits = 0
+
+    async def count(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal hits
+        hits += 1
+        writer.close()
+
+    server = await asyncio.start_server(count, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        res = await run(sandbox, f"(exec 3<>/dev/tcp/127.0.0.1/{port}) 2>&1; "
+                                 f"(exec 3<>/dev/tcp/{PUBLIC_IP}/80) 2>&1; env", planted)
+    finally:
+        server.close()
+    assert "Connection refused" in res.output and "Network is unreachable" in res.output
+    assert "PROXY" not in res.output.upper()
+    assert hits == 0
+
+
+async def test_proxy_network_reaches_only_allowlisted_names(
+    settings_for: SettingsFor, planted: Path
+) -> None:
+    origin = await Origin().start()
+    layout = Layout(planted)
+    folder = layout.egress_dir()
+    dialer = LoopbackDialer({"allowed.example": [PUBLIC_IP], "other.example": [PUBLIC_IP]}, origin)
+    proxy = EgressProxy(["allowed.example"], dialer=dialer)
+    await proxy.start_unix(folder / EGRESS_SOCKET)
+    sb = BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+    fetch = ('(exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://{0}/ HTTP/1.1\\r\\nHost: {0}'
+             '\\r\\n\\r\\n" >&3; cat <&3); echo')
+    try:
+        res = await run(sb, fetch.format("allowed.example") + "; " + fetch.format("other.example")
+                        + f"; (exec 3<>/dev/tcp/127.0.0.1/{origin.port}) 2>&1; echo $HTTPS_PROXY",
+                        planted)
+    finally:
+        await sb.close()
+        await origin.stop()
+    assert "hello from allowed.example" in res.output
+    assert "403 Forbidden" in res.output and "other.example: it is not in [egress] allowed_domains" in res.output
+    assert "Connection refused" in res.output  # the host's loopback is not the sandbox's
+    assert "http://127.0.0.1:3128" in res.output
+    assert origin.hits == 1 and dialer.dialled == [(PUBLIC_IP, 80)]
+    assert not folder.exists()  # close removes the socket folder
+
+
+async def test_timeout_kills_everything_the_command_started(sandbox: Sandbox, planted: Path) -> None:
+    res = await run(sandbox, "sleep 60 & sleep 60; echo never", planted, timeout=1)
+    assert res.timed_out and res.exit_code is None and "never" not in res.output
+
+
+async def test_auto_picks_bwrap_without_docker_and_says_why(
+    settings_for: SettingsFor, planted: Path
+) -> None:
+    settings = settings_for(WM__EXECUTOR__MODE="auto", WM__EXECUTOR__DOCKER_HOST=MISSING_DOCKER)
+    sb = await detect_sandbox(settings.config, settings.home)
+    try:
+        facts = sb.facts()
+    finally:
+        await sb.close()
+    assert facts["mode"] == "bwrap" and facts["sandboxed"] and facts["network"] == "proxy"
+    assert "auto" in facts["note"] and MISSING_DOCKER in facts["note"]
+    assert "package registries" in facts["note"]
+
+
+async def test_turn_in_bwrap_mode_keeps_secrets_out_and_reports_the_mode(
+    settings_for: SettingsFor, planted: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLLM()
+    await fake.start("openai")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
+    monkeypatch.setenv("MY_OTHER_TOKEN", SECRET + "-env")  # the executor scrubs it
+    reset_clients()
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="bwrap")
+    try:
+        async with actors(settings, *ALL), chat(settings) as c:
+            reply = await c.ask(f"run: cat ../.env {planted}/.env; env; rm -rf gone && echo ran")
+            status = await gather_status(settings)
+    finally:
+        await fake.stop()
+        reset_clients()
+    assert SECRET not in reply and SECRET not in json.dumps(fake.requests)
+    assert "[REDACTED]" not in reply and "No such file or directory" in reply  # never read
+    assert "ran" in reply  # rm -rf is contained by the sandbox: no approval needed
+    assert status["executor"]["mode"] == "bwrap" and "bubblewrap" in status["executor"]["note"]
