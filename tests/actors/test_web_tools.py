@@ -69,9 +69,9 @@ def tool_call(name: str, **arguments: object) -> str:
 
 async def stored_bytes(bus: Bus) -> bytes:
     """Every message of this test's streams and KV buckets, concatenated."""
-    prefix = bus.subjects.p
-    names = [s.config.name for s in await bus.js.streams_info()]
-    ours = [n for n in names if n.startswith(prefix.upper() + "_") or n.startswith(f"KV_{prefix}_")]
+    # Named from our own Subjects: listing every stream of the shared test server pages.
+    ours = [spec.name for spec in bus.subjects.streams()]
+    ours += [f"KV_{bucket.name}" for bucket in bus.subjects.buckets()]
     out = bytearray()
     for stream in ours:
         info = await bus.js.stream_info(stream)
