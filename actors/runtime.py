@@ -13,7 +13,7 @@ from typing import Any
 
 from actors import ACTORS
 from actors.base import Actor
-from bus import Bus, Consumer, tracing
+from bus import Bus, Consumer, ProvisionError, tracing
 from bus import logs as buslogs
 from contracts import Health
 from contracts.config import Settings
@@ -32,6 +32,7 @@ def actor_class(name: str) -> type[Actor]:
 
 
 async def connect_bus(settings: Settings, name: str) -> Bus:
+    """Connect as this actor's NATS user (if one is configured)."""
     cfg = settings.config.nats
     if not cfg.url:
         raise SystemExit(
@@ -39,9 +40,21 @@ async def connect_bus(settings: Settings, name: str) -> Bus:
             "or start everything with `wintermute up`"
         )
     bus = Bus(cfg.url, cfg.prefix, name=f"wintermute-{name}")
-    await bus.connect(timeout=30, credentials=cfg.credentials)
-    await bus.provision()
+    await bus.connect(timeout=30, credentials=cfg.credentials, user=cfg.user,
+                      password=cfg.password)
     return bus
+
+
+async def verify_bus(actor: Actor) -> None:
+    """Make sure the streams and buckets this actor uses exist (created only if allowed)."""
+    from bus.permissions import scope
+
+    subs = [sub for sub, _ in actor.subscriptions()]
+    streams, buckets = scope(actor.subjects, actor.name, subs)
+    try:
+        await actor.bus.provision(streams, buckets)
+    except ProvisionError as exc:
+        raise SystemExit(str(exc)) from None
 
 
 class ActorProcess:
@@ -118,6 +131,7 @@ async def run_actor(name: str, settings: Settings) -> None:
     cls = actor_class(name)
     bus = await connect_bus(settings, name)
     proc = ActorProcess(cls(settings, bus))
+    await verify_bus(proc.actor)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, proc.request_stop)

@@ -23,6 +23,7 @@ from nats.js.errors import NotFoundError
 
 from bus import Bus
 from contracts import TerminalInput
+from supervisor.natsauth import connect_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = "owner"  # the owner: owner-only tools work and owner notices arrive here
@@ -86,7 +87,9 @@ class Instance:
             if time.monotonic() > deadline:
                 raise TimeoutError("wintermute up wrote no runtime.json")
             await asyncio.sleep(0.2)
-        self.bus = await Bus(self.runtime()["nats_url"], "wm", name="chaos").connect(timeout=30)
+        # As the supervisor's NATS user: the driver publishes and reads anywhere under wm.
+        self.bus = await Bus(self.runtime()["nats_url"], "wm", name="chaos").connect(
+            timeout=30, **connect_kwargs(self.home, "supervisor"))
         return self.bus
 
     async def status(self) -> dict[str, Any]:

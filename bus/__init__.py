@@ -1,7 +1,10 @@
 """The only code that touches raw NATS: connection, provisioning, codec, consumers, tracing."""
 
-from bus.connection import Bus, PublishError
-from bus.consumer import Consumer, Reject, Retry, Subscription
+from bus.connection import Bus, ProvisionError, PublishError
+from bus.consumer import Consumer, Reject, Retry, Subscription, ensure_consumer
 from bus.subjects import Subjects
 
-__all__ = ["Bus", "Consumer", "PublishError", "Reject", "Retry", "Subjects", "Subscription"]
+__all__ = [
+    "Bus", "Consumer", "ProvisionError", "PublishError", "Reject", "Retry", "Subjects",
+    "Subscription", "ensure_consumer",
+]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -28,6 +30,21 @@ class PublishError(Exception):
     """JetStream did not confirm a publish."""
 
 
+class ProvisionError(Exception):
+    """A stream, bucket or consumer is missing (or different) and could not be made right."""
+
+
+def provision_failed(what: str, exc: BaseException) -> ProvisionError:
+    """The sentence for a stream, bucket or consumer this process could not look up or make."""
+    detail = ("no answer (this NATS user may not do that)" if isinstance(exc, TimeoutError)
+              else str(exc) or type(exc).__name__)
+    return ProvisionError(
+        f"Could not {what}: {detail}. With per-actor NATS credentials only the supervisor "
+        "creates streams, buckets and consumers: start everything with `wintermute up` (or "
+        "`wintermute up --no-spawn` next to the actors), or connect as a user allowed to."
+    )
+
+
 class Bus:
     """One NATS connection for a process, with the JetStream helpers every actor uses."""
 
@@ -39,6 +56,7 @@ class Bus:
         self._js: JetStreamContext | None = None
         self._kv: dict[str, KeyValue] = {}
         self._closed = False
+        self.denied: deque[str] = deque(maxlen=50)  # permission violations, newest last
 
     @property
     def nc(self) -> Client:
@@ -52,10 +70,27 @@ class Bus:
             raise RuntimeError("bus is not connected")
         return self._js
 
-    async def connect(self, timeout: float = 10.0, credentials: str = "") -> Bus:
-        """Connect, retrying until `timeout`; reconnects forever once connected."""
+    async def connect(
+        self, timeout: float = 10.0, credentials: str = "", user: str = "", password: str = ""
+    ) -> Bus:
+        """Connect, retrying until `timeout`; reconnects forever once connected.
+
+        `credentials` is a .creds file; `user`/`password` a NATS user, whose replies then
+        arrive under its own inbox prefix (`_INBOX_<user>`), as its permissions expect.
+        """
+        from bus.permissions import inbox_prefix
+
+        connecting: list[Exception] = []  # errors of the first connection, for the message
 
         async def on_error(exc: Exception) -> None:
+            if self._nc is None:  # still connecting: said once, at the end, if it never works
+                connecting[:] = [exc]
+                return
+            if "permissions violation" in str(exc).lower():
+                log.error("nats refused this as %s: %s (see bus/permissions.py)",
+                          user or "this user", exc)
+                self.denied.append(str(exc))
+                return
             log.warning("nats error: %s", exc)
 
         async def on_reconnect() -> None:
@@ -64,10 +99,15 @@ class Bus:
         kwargs: dict[str, Any] = {}
         if credentials:
             kwargs["user_credentials"] = credentials
-        deadline = asyncio.get_running_loop().time() + timeout
+        if user:
+            kwargs.update(user=user, password=password, inbox_prefix=inbox_prefix(user))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while True:
             try:
-                self._nc = await nats.connect(
+                # nats.py retries a first connection forever itself (max_reconnect_attempts=-1),
+                # a refused password included: bound it here.
+                self._nc = await asyncio.wait_for(nats.connect(
                     self.url,
                     name=self.name,
                     max_reconnect_attempts=-1,
@@ -76,20 +116,28 @@ class Bus:
                     error_cb=on_error,
                     reconnected_cb=on_reconnect,
                     **kwargs,
-                )
+                ), max(deadline - loop.time(), 0.1))
                 break
             except Exception as exc:  # noqa: BLE001 - any failure to connect is retried
-                if asyncio.get_running_loop().time() > deadline:
-                    raise ConnectionError(f"cannot reach NATS at {self.url}: {exc}") from exc
+                if loop.time() >= deadline:
+                    cause = connecting[0] if connecting else exc
+                    raise ConnectionError(f"cannot reach NATS at {self.url}: {cause}") from exc
                 await asyncio.sleep(0.2)
         self._js = self._nc.jetstream(timeout=10)
         return self
 
-    async def provision(self) -> None:
-        """Create or update every stream and KV bucket; safe to run from every process."""
-        for spec in self.subjects.streams():
+    async def provision(
+        self, streams: Iterable[StreamSpec] | None = None,
+        buckets: Iterable[BucketSpec] | None = None,
+    ) -> None:
+        """Make sure streams and KV buckets exist as specified (all of them by default).
+
+        Each is looked up first and created or updated only when missing or different, so a
+        process whose NATS user may only look (an actor with its own credentials) verifies.
+        """
+        for spec in self.subjects.streams() if streams is None else streams:
             await self._ensure_stream(spec)
-        for bucket in self.subjects.buckets():
+        for bucket in self.subjects.buckets() if buckets is None else buckets:
             await self._ensure_bucket(bucket)
 
     async def _ensure_stream(self, spec: StreamSpec) -> None:
@@ -104,23 +152,42 @@ class Bus:
             duplicate_window=spec.duplicate_window,
             description=spec.description,
         )
+        have = await self._stream_config(spec.name)
+        if have is None:
+            try:
+                await self.js.add_stream(cfg)
+                return
+            except BadRequestError:  # another process created it first
+                have = await self._stream_config(spec.name)
+            except Exception as exc:  # noqa: BLE001 - refused: say what to do
+                raise provision_failed(f"create the stream {spec.name}", exc) from exc
+        if have is None or not _same_stream(have, cfg):
+            try:
+                await self.js.update_stream(cfg)
+            except Exception as exc:  # noqa: BLE001 - refused: say what to do
+                raise provision_failed(f"update the stream {spec.name}", exc) from exc
+
+    async def _stream_config(self, name: str) -> api.StreamConfig | None:
+        """A stream's configuration, or None when it does not exist."""
         try:
-            await self.js.add_stream(cfg)
-        except BadRequestError:
-            await self.js.update_stream(cfg)
+            return (await self.js.stream_info(name)).config
+        except NotFoundError:
+            return None
+        except Exception as exc:  # noqa: BLE001 - refused: say what to do
+            raise provision_failed(f"look up the stream {name}", exc) from exc
 
     async def _ensure_bucket(self, spec: BucketSpec) -> None:
-        try:
-            self._kv[spec.name] = await self.js.key_value(spec.name)
-            return
-        except (NotFoundError, BadRequestError):
-            pass
-        try:
-            self._kv[spec.name] = await self.js.create_key_value(
-                bucket=spec.name, ttl=spec.ttl, history=spec.history, description=spec.description
-            )
-        except BadRequestError:  # another process created it first
-            self._kv[spec.name] = await self.js.key_value(spec.name)
+        if await self._stream_config(f"KV_{spec.name}") is None:
+            try:
+                await self.js.create_key_value(
+                    bucket=spec.name, ttl=spec.ttl, history=spec.history,
+                    description=spec.description,
+                )
+            except BadRequestError:  # another process created it first
+                pass
+            except Exception as exc:  # noqa: BLE001 - refused: say what to do
+                raise provision_failed(f"create the KV bucket {spec.name}", exc) from exc
+        self._kv[spec.name] = await self.js.key_value(spec.name)
 
     async def kv(self, bucket: str) -> KeyValue:
         """A KV bucket handle (provisioned buckets are cached)."""
@@ -137,6 +204,18 @@ class Bus:
         except KeyNotFoundError:
             return None
         return entry.value or None
+
+    async def kv_keys(self, bucket: str, prefix: str = "") -> list[str]:
+        """Keys of a bucket (those starting with `prefix`), sorted.
+
+        Read from the bucket stream's subject counts (`$JS.API.STREAM.INFO`), which needs no
+        consumer. A key whose latest entry is a delete is still listed until it ages out;
+        kv_get returns None for it.
+        """
+        stream, pre = f"KV_{bucket}", f"$KV.{bucket}."
+        info = await self.js.stream_info(stream, subjects_filter=f"{pre}>")
+        keys = (subj[len(pre):] for subj in (info.state.subjects or {}))
+        return sorted(k for k in keys if k.startswith(prefix))
 
     async def kv_put(self, bucket: str, key: str, value: bytes | msgspec.Struct) -> int:
         data = value if isinstance(value, bytes) else encode(value)
@@ -179,3 +258,20 @@ class Bus:
                 pass
         with contextlib.suppress(Exception):
             await asyncio.wait_for(nc.close(), timeout=2)
+
+
+def _same_stream(have: api.StreamConfig, want: api.StreamConfig) -> bool:
+    """Whether a stream already has the settings we provision (server defaults aside)."""
+    def close(a: float | None, b: float | None) -> bool:
+        return abs((a or 0.0) - (b or 0.0)) < 1e-3
+
+    return (
+        sorted(have.subjects or []) == sorted(want.subjects or [])
+        and close(have.max_age, want.max_age)
+        and close(have.duplicate_window, want.duplicate_window)
+        and (have.max_bytes or -1) == (want.max_bytes or -1)
+        and (have.max_msg_size or -1) == (want.max_msg_size or -1)
+        and have.retention == want.retention
+        and have.storage == want.storage
+        and (have.description or "") == (want.description or "")
+    )

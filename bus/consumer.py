@@ -13,10 +13,11 @@ from typing import Any
 import msgspec
 from nats.aio.msg import Msg as NatsMsg
 from nats.js import api
+from nats.js.errors import NotFoundError
 
 from bus import logs, tracing
 from bus.codec import decoder_for
-from bus.connection import Bus
+from bus.connection import Bus, provision_failed
 from contracts import DeadLetter, Msg, short_hash
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,61 @@ class Subscription:
 Handler = Callable[[Any], Awaitable[None]]
 
 
+def consumer_config(sub: Subscription) -> api.ConsumerConfig:
+    """The durable pull consumer a Subscription reads from, as JetStream stores it."""
+    cfg = api.ConsumerConfig(
+        durable_name=sub.durable,
+        name=sub.durable,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        ack_wait=sub.ack_wait,
+        max_deliver=sub.max_deliver + 1,
+        max_ack_pending=sub.max_ack_pending,
+        deliver_policy=api.DeliverPolicy.ALL,
+    )
+    if len(sub.filters) == 1:
+        cfg.filter_subject = sub.filters[0]
+    else:
+        cfg.filter_subjects = list(sub.filters)
+    return cfg
+
+
+def _filters(cfg: api.ConsumerConfig) -> list[str]:
+    return sorted(cfg.filter_subjects or ([cfg.filter_subject] if cfg.filter_subject else []))
+
+
+def _same_consumer(have: api.ConsumerConfig, want: api.ConsumerConfig) -> bool:
+    return (
+        _filters(have) == _filters(want)
+        and abs((have.ack_wait or 0.0) - (want.ack_wait or 0.0)) < 1e-3
+        and have.max_deliver == want.max_deliver
+        and have.max_ack_pending == want.max_ack_pending
+        and have.ack_policy == want.ack_policy
+    )
+
+
+async def ensure_consumer(bus: Bus, sub: Subscription) -> None:
+    """Create or update the durable only when it is missing or different.
+
+    Looking first means a process that may not create consumers (an actor with its own NATS
+    user: the supervisor provisions every durable) binds to what exists.
+    """
+    want = consumer_config(sub)
+    try:
+        have: api.ConsumerConfig | None = (
+            await bus.js.consumer_info(sub.stream, sub.durable)).config
+    except NotFoundError:
+        have = None
+    except Exception as exc:  # noqa: BLE001 - refused: say what to do
+        raise provision_failed(f"look up the consumer {sub.durable} on {sub.stream}", exc) from exc
+    if have is not None and _same_consumer(have, want):
+        return
+    try:
+        await bus.js.add_consumer(sub.stream, config=want)
+    except Exception as exc:  # noqa: BLE001 - refused: say what to do
+        what = "create" if have is None else "update"
+        raise provision_failed(f"{what} the consumer {sub.durable} on {sub.stream}", exc) from exc
+
+
 @dataclass
 class ConsumerStats:
     handled: int = 0
@@ -79,20 +135,7 @@ class Consumer:
         self._stopping = asyncio.Event()
 
     async def _subscribe(self) -> Any:
-        cfg = api.ConsumerConfig(
-            durable_name=self.sub.durable,
-            name=self.sub.durable,
-            ack_policy=api.AckPolicy.EXPLICIT,
-            ack_wait=self.sub.ack_wait,
-            max_deliver=self.sub.max_deliver + 1,
-            max_ack_pending=self.sub.max_ack_pending,
-            deliver_policy=api.DeliverPolicy.ALL,
-        )
-        if len(self.sub.filters) == 1:
-            cfg.filter_subject = self.sub.filters[0]
-        else:
-            cfg.filter_subjects = list(self.sub.filters)
-        await self.bus.js.add_consumer(self.sub.stream, config=cfg)
+        await ensure_consumer(self.bus, self.sub)
         return await self.bus.js.pull_subscribe_bind(
             durable=self.sub.durable, stream=self.sub.stream
         )

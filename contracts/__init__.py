@@ -15,7 +15,15 @@ from contracts.channel import (
     TerminalInput,
     TurnRequest,
 )
-from contracts.llm import ChatMessage, LlmRequest, LlmResponse, ToolCall, ToolSpec, Usage
+from contracts.llm import (
+    ChatMessage,
+    LlmPreview,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    ToolSpec,
+    Usage,
+)
 from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recalled
 from contracts.ops import (
     DeadLetter,
@@ -38,6 +46,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Delivered,
     LlmRequest,
     LlmResponse,
+    LlmPreview,
     ToolRequest,
     ToolResult,
     ToolOutcome,
@@ -66,6 +75,7 @@ AnyMsg = (
     | Delivered
     | LlmRequest
     | LlmResponse
+    | LlmPreview
     | ToolRequest
     | ToolResult
     | ToolOutcome
@@ -98,6 +108,7 @@ __all__ = [
     "Delivered",
     "Health",
     "Intervention",
+    "LlmPreview",
     "LlmRequest",
     "LlmResponse",
     "MemoryHit",

@@ -31,6 +31,9 @@ class NatsConfig(_Section):
     port: int = 0  # embedded server port; 0 picks a free one
     prefix: str = "wm"
     credentials: str = ""  # path to a .creds file for an external server
+    # A NATS user and password; `up` sets them for each actor it spawns (embedded server).
+    user: str = ""
+    password: str = ""
 
 
 class ModelsConfig(_Section):
@@ -67,6 +70,12 @@ class TelegramChannel(_Section):
     group_mode: Literal["mention", "all"] = "mention"  # in groups: answer only when addressed
     pairing: bool = False  # unknown users may ask the owner (an approval) to let them in
     max_download_mb: int = 20  # the cloud Bot API serves files up to 20 MB
+    preview: bool = True  # show a user's answer while the model writes it (one message, edited)
+    preview_interval_secs: float = 1.5  # at most one preview edit per this many seconds
+
+    def __post_init__(self) -> None:
+        if self.preview_interval_secs < 0.5:
+            raise ValueError("preview_interval_secs must be at least 0.5 (Telegram rate limits)")
 
 
 class SlackChannel(_Section):

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from contracts.base import Msg
+from contracts.channel import Sink
 from contracts.tools import ToolRequest
 
 
@@ -53,6 +54,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     max_tokens: int = 4096
     # Set by the escalate tool: the answer goes back as this call's ToolResult, not to the planner.
     for_call: ToolRequest | None = None
+    # Set by the planner when the turn's chat shows a live preview (Telegram): stream the answer
+    # and publish LlmPreview events for this sink at a bounded rate.
+    preview_to: Sink | None = None
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -67,3 +71,20 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     model: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: str = ""
+
+
+class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):
+    """The answer so far while a model streams it, for a chat's live preview (never the answer).
+
+    Published at most once per preview interval and only when the text grew; `seq` counts the
+    previews of one request (the id is `<request id>:preview:<seq>`). The final LlmResponse
+    is unaffected, so a lost or late preview changes nothing but what the chat shows meanwhile.
+    """
+
+    session: str
+    turn_id: str
+    step: int
+    request_id: str
+    seq: int
+    text: str
+    sink: Sink

@@ -26,11 +26,36 @@ def nats_url(settings: Settings) -> str:
     return str(info["nats_url"])
 
 
+def nats_login(settings: Settings) -> tuple[str, str]:
+    """The configured NATS user, else the `cli` user of the embedded server (if it has users)."""
+    cfg = settings.config.nats
+    if cfg.user or cfg.url or cfg.credentials:
+        return cfg.user, cfg.password
+    info = running_instance(settings.home)
+    if info is None or not info.get("nats_users"):
+        return "", ""
+    from supervisor.natsauth import login
+
+    found = login(settings.home, "cli")
+    if found is None:
+        sys.exit(f"The NATS users file {info['nats_users']} is missing or unreadable; restart "
+                 "`wintermute up` to create it again.")
+    return found
+
+
 async def connect(settings: Settings, name: str) -> Bus:
-    bus = Bus(nats_url(settings), settings.config.nats.prefix, name=f"wintermute-{name}")
+    """Connect a CLI command as the `cli` user (embedded) or as configured (external NATS)."""
+    url, (user, password) = nats_url(settings), nats_login(settings)
+    bus = Bus(url, settings.config.nats.prefix, name=f"wintermute-{name}")
     try:
-        await bus.connect(timeout=5, credentials=settings.config.nats.credentials)
+        await bus.connect(timeout=5, credentials=settings.config.nats.credentials, user=user,
+                          password=password)
     except ConnectionError as exc:
+        if "authorization" in str(exc).lower():
+            who = f"the user {user}" if user else "a connection without a user"
+            sys.exit(f"NATS at {url} refused {who}. For the embedded server leave [nats] url "
+                     "unset (CLI commands then use its `cli` user); for your own server set "
+                     "nats.user/nats.password or nats.credentials.")
         sys.exit(str(exc))
     return bus
 

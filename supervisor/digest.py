@@ -157,11 +157,7 @@ class Digest:
         return sent
 
     async def _session_usage(self) -> dict[str, int]:
-        kv = await self.bus.kv(self.bus.subjects.kv_budget)
-        try:
-            keys = [k for k in await kv.keys() if k.startswith("session.")]
-        except Exception:  # noqa: BLE001 - no keys yet
-            return {}
+        keys = await self.bus.kv_keys(self.bus.subjects.kv_budget, "session.")
         out = {}
         for key in keys:
             out[key] = await budget.used(self.bus, key)

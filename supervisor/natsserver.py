@@ -44,12 +44,15 @@ def server_binary() -> str:
 
 
 class EmbeddedNats:
-    """A nats-server child process bound to 127.0.0.1."""
+    """A nats-server child process bound to 127.0.0.1 (with `config`: its users and permissions)."""
 
-    def __init__(self, store: Path, port: int = 0, log_path: Path | None = None) -> None:
+    def __init__(
+        self, store: Path, port: int = 0, log_path: Path | None = None, config: Path | None = None
+    ) -> None:
         self.store = store
         self.port = port
         self.log_path = log_path
+        self.config = config
         self.proc: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self.last_exit = ""
@@ -75,6 +78,8 @@ class EmbeddedNats:
             server_binary(), "-js", "-sd", str(self.store), "-a", "127.0.0.1",
             "-p", str(self.port or -1),
         ]
+        if self.config is not None:  # authorization only; the flags above win over the file
+            args += ["-c", str(self.config)]
         self.proc = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, preexec_fn=pdeathsig,

@@ -26,8 +26,11 @@ KEEP_SECRETS = {
 }
 
 
-def actor_env(name: str, nats_url: str, home: str) -> dict[str, str]:
-    """The environment of one actor: secrets only where that actor needs them."""
+def actor_env(
+    name: str, nats_url: str, home: str, login: tuple[str, str] | None = None
+) -> dict[str, str]:
+    """The environment of one actor: secrets only where that actor needs them, and its own
+    NATS user when `login` is given (the embedded server)."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -37,6 +40,8 @@ def actor_env(name: str, nats_url: str, home: str) -> dict[str, str]:
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):
             env.pop(var, None)
     env["WM__NATS__URL"] = nats_url
+    if login is not None:
+        env["WM__NATS__USER"], env["WM__NATS__PASSWORD"] = login
     env["WINTERMUTE_HOME"] = home
     env["PYTHONUNBUFFERED"] = "1"
     return env

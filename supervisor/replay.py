@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import difflib
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,14 +123,21 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     from actors.planner.actor import PlannerActor
     from actors.planner.state import SessionState, dump
     from actors.runtime import ActorProcess
+    from bus.permissions import scratch_prefix
+    from supervisor.client import nats_login
 
-    scratch = f"replay{uuid.uuid4().hex[:8]}"
+    # A fixed scratch prefix (NATS permissions cannot match part of a name): one re-run at a
+    # time; leftovers of an interrupted one are deleted first.
+    scratch = scratch_prefix(settings.config.nats.prefix)
     env = {"WM__NATS__URL": bus.url, "WM__NATS__PREFIX": scratch}
     scratch_settings = load_settings(settings.home, {**_plain_env(), **env})
-    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect()
+    user, password = nats_login(settings)
+    login = {"credentials": settings.config.nats.credentials, "user": user, "password": password}
+    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(**login)
     report: list[str] = []
-    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect()
+    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(**login)
     try:
+        await _drop_scratch(sbus)
         await sbus.provision()
         first = turn.llm_requests.get(0)
         if first is not None:
@@ -150,14 +156,19 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
                 await asyncio.wait_for(task, 10)
     finally:
         await planner_bus.close()
-        for spec in sbus.subjects.streams():
-            with contextlib.suppress(Exception):
-                await sbus.js.delete_stream(spec.name)
-        for bucket in sbus.subjects.buckets():
-            with contextlib.suppress(Exception):
-                await sbus.js.delete_key_value(bucket.name)
+        await _drop_scratch(sbus)
         await sbus.close()
     return report
+
+
+async def _drop_scratch(sbus: Bus) -> None:
+    """Delete the scratch prefix's streams and buckets (those that exist)."""
+    for spec in sbus.subjects.streams():
+        with contextlib.suppress(Exception):
+            await sbus.js.delete_stream(spec.name)
+    for bucket in sbus.subjects.buckets():
+        with contextlib.suppress(Exception):
+            await sbus.js.delete_key_value(bucket.name)
 
 
 def _plain_env() -> dict[str, str]:

@@ -13,7 +13,9 @@ from pathlib import Path
 from bus import Bus
 from bus import logs as buslogs
 from contracts.config import Settings
+from supervisor import natsauth
 from supervisor.natsserver import EmbeddedNats
+from supervisor.provision import actor_subscriptions, provision_all
 from supervisor.status import write_runtime
 from supervisor.supervisor import Supervisor
 
@@ -61,22 +63,31 @@ async def run_up(
     if running_instance(home):
         print(f"wintermute is already running for {home} (see `wintermute status`).")
         return 1
-    url = nats_url or settings.config.nats.url
+    cfg = settings.config.nats
+    url = nats_url or cfg.url
     server: EmbeddedNats | None = None
+    auth: natsauth.EmbeddedAuth | None = None
+    user, password = cfg.user, cfg.password
+    durables = actor_subscriptions(settings)
     if not url:
-        server = EmbeddedNats(home / "data" / "jetstream", nats_port or settings.config.nats.port,
-                              home / "logs" / "nats-server.log")
+        # Embedded: one NATS user per actor, plus the supervisor and the command line.
+        auth = natsauth.prepare(home, Bus("", cfg.prefix).subjects, durables)
+        user, password = auth.login("supervisor")
+        server = EmbeddedNats(home / "data" / "jetstream", nats_port or cfg.port,
+                              home / "logs" / "nats-server.log", config=auth.config)
         url = await server.start()
-    bus = Bus(url, settings.config.nats.prefix, name="wintermute-supervisor")
+    bus = Bus(url, cfg.prefix, name="wintermute-supervisor")
     sup: Supervisor | None = None
     try:
-        await bus.connect(timeout=30, credentials=settings.config.nats.credentials)
-        await bus.provision()
+        await bus.connect(timeout=30, credentials=cfg.credentials, user=user, password=password)
+        await provision_all(bus, durables)  # actors with their own users may only look
         sup = Supervisor(settings, bus, url, spawn=spawn, nats=server,
-                         runtime_file=runtime_path(home))
+                         runtime_file=runtime_path(home),
+                         logins=auth.passwords if auth else None)
         write_runtime(runtime_path(home), {
             "nats_url": url, "nats_pid": server.pid if server else None,
-            "supervisor_pid": os.getpid(), "prefix": settings.config.nats.prefix,
+            "supervisor_pid": os.getpid(), "prefix": cfg.prefix,
+            "nats_users": str(natsauth.users_file(home)) if auth else None,
         })
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -136,8 +136,11 @@ class ApprovalActor(Actor):
         while True:
             self.alive("expiry", every=5)
             try:
-                for key in await self.kv.keys():
-                    entry = await self.kv.get(key)
+                for key in await self.bus.kv_keys(self.subjects.kv_approvals):
+                    try:
+                        entry = await self.kv.get(key)
+                    except KeyNotFoundError:  # resolved and deleted: listed until it ages out
+                        continue
                     if not entry.value:
                         continue
                     pending = _dec.decode(entry.value)
@@ -145,7 +148,6 @@ class ApprovalActor(Actor):
                         await self._resolve(pending, "expired", entry.revision)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - "no keys found" and transient errors
-                if "no keys" not in str(exc).lower():
-                    log.warning("expiry sweep failed: %s", exc)
+            except Exception as exc:  # noqa: BLE001 - NATS restarting: the next sweep retries
+                log.warning("expiry sweep failed: %s", exc)
             await asyncio.sleep(5)

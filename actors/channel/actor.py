@@ -9,7 +9,15 @@ from typing import Any
 from actors.base import Actor
 from actors.channel.adapter import Adapter
 from bus import Reject, Subscription
-from contracts import ApprovalPrompt, Notice, Reply, TerminalInput, short_hash
+from contracts import (
+    ApprovalPrompt,
+    ApprovalResolved,
+    LlmPreview,
+    Notice,
+    Reply,
+    TerminalInput,
+    short_hash,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +52,17 @@ class ChannelActor(Actor):
         # Outbound is ordered per sink chat, so a session's replies arrive in order.
         out = Subscription(s.stream_out, "channel-out", (f"{s.p}.out.>",), ordered_by="")
         cmd = Subscription(s.stream_cmd, "channel-cmd", (s.cmd("channel", "*"),), ordered_by="chat")
-        return [(out, ChannelInbox), (cmd, ChannelInbox)]
+        # Live previews of answers being written; idempotent edits, so no handled-markers.
+        preview = Subscription(s.stream_evt, "channel-preview", (f"{s.p}.evt.llm.preview.>",),
+                               max_deliver=2, dedupe=False)
+        subs = [(out, ChannelInbox), (cmd, ChannelInbox), (preview, LlmPreview)]
+        if self.config.channels.telegram.pairing:
+            # The owner's answers to Telegram pairing requests (other approvals are skipped).
+            pairing = Subscription(s.stream_evt, "channel-telegram-pairing",
+                                   (f"{s.p}.evt.approval.resolved.>",), ordered_by="",
+                                   concurrency=4)
+            subs.append((pairing, ApprovalResolved))
+        return subs
 
     def health_info(self) -> dict[str, Any]:
         adapters = getattr(self, "adapters", {})
@@ -53,8 +71,16 @@ class ChannelActor(Actor):
         info.update({n: a.info() for n, a in adapters.items() if hasattr(a, "info")})
         return info
 
-    async def handle(self, msg: ChannelInbox) -> None:
+    async def handle(self, msg: ChannelInbox | LlmPreview | ApprovalResolved) -> None:
         match msg:
+            case ApprovalResolved():
+                telegram = self.adapters.get("telegram")
+                if telegram is not None:  # Telegram off: no pairing request can be waiting
+                    await telegram.inbound.on_resolved(msg)  # type: ignore[attr-defined]
+            case LlmPreview():
+                adapter = self.adapters.get(msg.sink.channel)
+                if adapter is not None:  # a preview for a channel that is off is just dropped
+                    await adapter.preview(msg)
             case TerminalInput():
                 adapter = self.adapters.get("terminal")
                 if adapter is None:

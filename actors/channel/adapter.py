@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import ApprovalPrompt, Notice, Reply
+from contracts import ApprovalPrompt, LlmPreview, Notice, Reply
 
 
 class Adapter:
@@ -39,3 +39,6 @@ class Adapter:
 
     async def suppressed(self, msg: Reply) -> None:
         """A reply the agent chose not to send ([NO_REPLY] or empty)."""
+
+    async def preview(self, msg: LlmPreview) -> None:
+        """The answer so far of a turn still being written; adapters without previews ignore it."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.channel._telegram_in import Inbound
+from actors.channel._telegram_preview import Previews
 from actors.channel._telegram_send import (
     approval_parts,
     deliver,
@@ -33,7 +34,14 @@ from actors.channel.adapter import Adapter
 from actors.common.redact import redact_patterns
 from actors.common.secrets import load_dotenv
 from bus import PublishError, Reject, Retry
-from contracts import ApprovalPrompt, ApprovalResolved, DeadLetter, Notice, Reply, short_hash
+from contracts import (
+    ApprovalPrompt,
+    DeadLetter,
+    LlmPreview,
+    Notice,
+    Reply,
+    short_hash,
+)
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +77,7 @@ class TelegramAdapter(Adapter):
         self.ready = asyncio.Event()
         self.typing = Typing(self)
         self.inbound = Inbound(self)
+        self.previews = Previews(self)
         self.period = float(self.tg.poll_timeout_secs) + 5.0
         self._locks: dict[int, asyncio.Lock] = {}
         self.webhook: Any = None
@@ -127,8 +136,8 @@ class TelegramAdapter(Adapter):
         self.actor.alive(POLL_LOOP if self.tg.mode == "polling" else WEBHOOK_LOOP,
                          every=self.period if self.tg.mode == "polling" else 60.0)
         self.actor.spawn(self._run(), "telegram")
-        if self.tg.pairing:
-            self._listen_for_pairing()
+        # Pairing answers arrive through the channel actor's `channel-telegram-pairing`
+        # durable (declared in its subscriptions, so the supervisor can provision it).
 
     async def stop(self) -> None:
         self.typing.stop_all()
@@ -139,15 +148,6 @@ class TelegramAdapter(Adapter):
                 await self.bot.shutdown()
             except Exception as exc:  # noqa: BLE001 - closing anyway
                 log.debug("bot shutdown: %s", exc)
-
-    def _listen_for_pairing(self) -> None:
-        from bus import Consumer, Subscription
-
-        s = self.subjects
-        sub = Subscription(s.stream_evt, "channel-telegram-pairing",
-                           (f"{s.p}.evt.approval.resolved.>",), ordered_by="", concurrency=4)
-        consumer = Consumer(self.bus, "channel", sub, ApprovalResolved, self.inbound.on_resolved)
-        self.actor.spawn(consumer.run(), "telegram-pairing")
 
     async def _run(self) -> None:
         if await self._connect():
@@ -324,11 +324,20 @@ class TelegramAdapter(Adapter):
         done = self.subjects.kv_done
         lock = self._locks.setdefault(chat, asyncio.Lock())
         async with lock:  # one message at a time per chat keeps the parts in order
+            shown = 0  # the turn's preview message, which becomes the first part
+            if isinstance(msg, Reply) and self.tg.preview:
+                shown = await self.previews.finish(msg.turn_id)
             for i, part in enumerate(parts):
                 key = f"tgsent.{short_hash(msg.id, 32)}.{i}"
                 if await self.bus.kv_get(done, key) is not None:
                     continue  # sent before a crash
                 try:
+                    if i == 0 and shown and part.path is None and \
+                            await self.previews.edit_final(chat, shown, part):
+                        await self.bus.kv_put(done, key, str(shown).encode())
+                        continue
+                    if i == 0 and shown:  # the reply starts with a file: the preview goes
+                        await self.previews.remove(chat, shown)
                     message_id = await deliver(self.bot, chat, thread, part)
                 except (BadRequest, Forbidden, InvalidToken) as exc:
                     raise Reject(
@@ -339,3 +348,19 @@ class TelegramAdapter(Adapter):
 
     async def suppressed(self, msg: Reply) -> None:
         self.typing.stop(msg.turn_id)
+        if not self.tg.preview or not msg.sink.chat.lstrip("-").isdigit():
+            return
+        chat = int(msg.sink.chat)
+        async with self._locks.setdefault(chat, asyncio.Lock()):
+            shown = await self.previews.finish(msg.turn_id)
+            if shown:
+                await self.previews.remove(chat, shown)
+
+    async def preview(self, msg: LlmPreview) -> None:
+        if not self.tg.preview or not self.ready.is_set() or \
+                not msg.sink.chat.lstrip("-").isdigit():
+            return
+        chat = int(msg.sink.chat)
+        thread = int(msg.sink.thread) if msg.sink.thread.isdigit() else None
+        async with self._locks.setdefault(chat, asyncio.Lock()):
+            await self.previews.send_or_edit(msg, chat, thread)

@@ -53,12 +53,7 @@ async def tool_status(bus: Bus, name: str) -> dict[str, Any] | None:
 async def quarantined_tools(bus: Bus) -> dict[str, dict[str, Any]]:
     """Every quarantined tool with its record."""
     out: dict[str, dict[str, Any]] = {}
-    kv = await bus.kv(bus.subjects.kv_tools)
-    try:
-        keys = await kv.keys()
-    except Exception:  # noqa: BLE001 - nats.py raises when the bucket has no keys
-        return out
-    for key in keys:
+    for key in await bus.kv_keys(bus.subjects.kv_tools):
         record = await _get_json(bus, bus.subjects.kv_tools, key)
         if record and record.get("status") == "quarantined":
             out[key] = record
@@ -68,12 +63,7 @@ async def quarantined_tools(bus: Bus) -> dict[str, dict[str, Any]]:
 async def disabled_tasks(bus: Bus) -> dict[str, dict[str, Any]]:
     """Every scheduled task the supervisor disabled, with its record."""
     out: dict[str, dict[str, Any]] = {}
-    kv = await bus.kv(bus.subjects.kv_state)
-    try:
-        keys = [k for k in await kv.keys() if k.startswith("task.")]
-    except Exception:  # noqa: BLE001 - no keys
-        return out
-    for key in keys:
+    for key in await bus.kv_keys(bus.subjects.kv_state, "task."):
         record = await _get_json(bus, bus.subjects.kv_state, key)
         if record and record.get("status") == "disabled":
             out[str(record.get("task") or key[5:])] = record

@@ -46,14 +46,9 @@ class TrustLedger:
 
     async def domains(self) -> list[str]:
         """Every approved domain, sorted."""
-        kv = await self.bus.kv(self.bucket)
-        try:
-            keys = await kv.keys()
-        except Exception:  # noqa: BLE001 - nats raises NoKeysError on an empty bucket
-            return []
         out = []
-        for key in keys:
-            raw = await self.bus.kv_get(self.bucket, key) if key.startswith(PREFIX) else None
+        for key in await self.bus.kv_keys(self.bucket, PREFIX):
+            raw = await self.bus.kv_get(self.bucket, key)
             if raw:
                 out.append(msgspec.json.decode(raw, type=TrustEntry).domain)
         return sorted(out)

@@ -79,12 +79,11 @@ class HeartbeatActor(Actor):
         bucket = self.subjects.kv_health
         actors: dict[str, Any] = {}
         try:
-            kv = await self.bus.kv(bucket)
-            for key in await kv.keys():
+            for key in await self.bus.kv_keys(bucket):
                 value = await self.bus.kv_get(bucket, key)
                 if value:
                     actors[key] = json.loads(value)
-        except Exception as exc:  # noqa: BLE001 - "no keys" on a fresh bucket
+        except Exception as exc:  # noqa: BLE001 - NATS restarting: next tick
             log.debug("health read: %s", exc)
         return actors
 

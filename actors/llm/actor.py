@@ -6,13 +6,17 @@ import asyncio
 import importlib
 import logging
 import os
-from typing import Any
+import time
+from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
 from actors.common import budget
 from actors.common.secrets import load_dotenv
 from bus import Subscription
-from contracts import LlmRequest, LlmResponse
+from contracts import LlmPreview, LlmRequest, LlmResponse
+
+if TYPE_CHECKING:
+    from actors.llm.providers import OnText
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +93,13 @@ class LlmActor(Actor):
         from actors.llm.providers import ProviderError, complete
 
         failures: list[str] = []
+        on_text = self._previewer(req)
         for spec in chain:
             try:
                 self.calls += 1
                 done = await complete(
                     spec, req.messages, req.tools, max_tokens=req.max_tokens,
-                    timeout=self.config.models.timeout_secs,
+                    timeout=self.config.models.timeout_secs, on_text=on_text,
                 )
             except ProviderError as exc:
                 log.warning("model %s failed: %s", spec, exc.message)
@@ -113,3 +118,35 @@ class LlmActor(Actor):
             error=f"I couldn't reach any configured model, so this message went unanswered. "
             f"{detail} Check the model server and [models] in config.toml, then ask again.",
         )
+
+    def _previewer(self, req: LlmRequest) -> OnText | None:
+        """For a request that asks for a preview: publish the text so far at a bounded rate.
+
+        The first preview comes one interval after the call started (a quick answer shows no
+        preview at all), later ones at least one interval apart and only when the text grew.
+        A preview that cannot be published is skipped: it is only a preview.
+        """
+        sink = req.preview_to
+        if sink is None:
+            return None
+        every = self.config.channels.telegram.preview_interval_secs
+        last_at, last_len, seq = time.monotonic(), 0, 0
+
+        async def on_text(text: str) -> None:
+            nonlocal last_at, last_len, seq
+            now = time.monotonic()
+            if now - last_at < every or len(text) <= last_len:
+                return
+            last_at, last_len, seq = now, len(text), seq + 1
+            preview = LlmPreview(
+                id=f"{req.id}:preview:{seq}", session=req.session, turn_id=req.turn_id,
+                step=req.step, request_id=req.id, seq=seq, text=text, sink=sink,
+            )
+            try:
+                await self.publish(self.subjects.evt("llm", "preview", req.session), preview)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a lost preview changes nothing
+                log.warning("preview %s not published: %s", preview.id, exc)
+
+        return on_text

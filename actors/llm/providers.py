@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -17,6 +17,9 @@ from actors.llm import _convert
 from contracts.llm import ChatMessage, ToolCall, ToolSpec, Usage
 
 PROVIDERS = ("anthropic", "openai", "ollama")
+
+#: Called with the whole answer text so far, each time a streamed answer grows.
+OnText = Callable[[str], Awaitable[None]]
 
 #: The model used when the config names none, by the first provider configured.
 DEFAULT_MODELS = {
@@ -100,13 +103,26 @@ async def complete(
     *,
     max_tokens: int = 4096,
     timeout: float = 120.0,  # noqa: ASYNC109 - passed to the SDKs, which enforce it per request
+    on_text: OnText | None = None,
 ) -> Completion:
-    """Ask the model named by `spec` ("provider/model") for the next message."""
+    """Ask the model named by `spec` ("provider/model") for the next message.
+
+    With `on_text` the answer is streamed (for a chat's live preview) and `on_text` sees the
+    text so far as it grows; the returned Completion is the same as without streaming.
+    """
     provider, model = split_spec(spec)
     call = {"anthropic": _anthropic, "openai": _openai, "ollama": _ollama}[provider]
     try:
         client = _client(provider)
-        content, calls, usage, reported = await call(client, model, messages, tools, max_tokens, timeout)
+        if on_text is not None:
+            from actors.llm import _stream
+
+            stream = {"anthropic": _stream.anthropic, "openai": _stream.openai,
+                      "ollama": _stream.ollama}[provider]
+            result = await stream(client, model, messages, tools, max_tokens, timeout, on_text)
+        else:
+            result = await call(client, model, messages, tools, max_tokens, timeout)
+        content, calls, usage, reported = result
     except ProviderError:
         raise
     except Exception as exc:

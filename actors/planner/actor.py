@@ -27,6 +27,7 @@ from contracts import (
     Recalled,
     Reply,
     SessionReset,
+    Sink,
     TaskOutcome,
     ToolRequest,
     ToolResult,
@@ -129,8 +130,6 @@ class PlannerActor(Actor):
         )
         sink = result.reply_to
         if sink is None:
-            from contracts import Sink
-
             sink = Sink.parse(self.config.owner.sink)
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
@@ -157,8 +156,16 @@ class PlannerActor(Actor):
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
+            preview_to=self._preview_to(turn.request),
         )
         await self.publish(self.subjects.cmd("llm", "complete"), req)
+
+    def _preview_to(self, req: TurnRequest) -> Sink | None:
+        """Where the answer may be shown while it is written: Telegram chats, not scheduled turns."""
+        sink = req.reply_to
+        if sink.channel == "telegram" and self.config.channels.telegram.preview:
+            return sink if req.origin != "schedule" else None
+        return None
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
         turn = state.active

@@ -254,6 +254,32 @@ async def test_slow_answer_within_timeout(served: tuple[str, FakeLLM]) -> None:
     assert result.content == "slept 0.1"
 
 
+async def test_streamed_answers_match_and_are_seen_growing(served: tuple[str, FakeLLM]) -> None:
+    kind, fake = served
+    seen: list[str] = []
+
+    async def on_text(text: str) -> None:
+        seen.append(text)
+
+    ask = [ChatMessage(role="user", content="stream:0.5:8")]
+    whole = await complete(f"{kind}/fake-model", ask, [])
+    streamed = await complete(f"{kind}/fake-model", ask, [], on_text=on_text)
+    assert streamed == whole and whole.content.endswith("word8")
+    assert len(seen) >= 8 and seen[-1] == whole.content
+    assert all(later.startswith(earlier) for earlier, later in zip(seen, seen[1:], strict=False))
+    call = [ChatMessage(role="user", content="run: echo hi")]
+    a = await complete(f"{kind}/fake-model", call, [EXEC], on_text=on_text)
+    b = await complete(f"{kind}/fake-model", call, [EXEC])
+    assert [(c.name, c.arguments) for c in a.tool_calls] == \
+        [(c.name, c.arguments) for c in b.tool_calls] == [("execute_command", {"command": "echo hi"})]
+    assert (a.content, a.usage) == (b.content, b.usage)
+    assert fake.streamed == 2
+    with pytest.raises(ProviderError) as failed:
+        await complete(f"{kind}/fake-model", [ChatMessage(role="user", content="status:404")], [],
+                       on_text=on_text)
+    assert not failed.value.retryable and "404" in failed.value.message
+
+
 @pytest.mark.parametrize("spec", ["gpt-4o", "mistral/large", "openai/"])
 async def test_bad_spec_is_not_retryable(spec: str) -> None:
     with pytest.raises(ProviderError) as info:

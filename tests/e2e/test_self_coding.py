@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from supervisor.natsauth import connect_kwargs
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +78,9 @@ def outcomes(env: dict[str, str], tool: str) -> list[dict[str, Any]]:
     from bus import Bus
 
     async def read() -> list[dict[str, Any]]:
-        info = json.loads((Path(env["WINTERMUTE_HOME"]) / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect()
+        home = Path(env["WINTERMUTE_HOME"])
+        info = json.loads((home / "data" / "runtime.json").read_text())
+        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(home, "supervisor"))
         try:
             si = await bus.js.stream_info("WM_EVT")
             found = []

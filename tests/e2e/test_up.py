@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from actors import ACTORS
+from supervisor.natsauth import connect_kwargs
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +63,9 @@ def stream_payloads(env: dict[str, str], stream: str) -> list[dict[str, Any]]:
     from bus import Bus
 
     async def read() -> list[dict[str, Any]]:
-        info = json.loads((Path(env["WINTERMUTE_HOME"]) / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect()
+        home = Path(env["WINTERMUTE_HOME"])
+        info = json.loads((home / "data" / "runtime.json").read_text())
+        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(home, "supervisor"))
         try:
             si = await bus.js.stream_info(stream)
             out: list[dict[str, Any]] = []
@@ -129,6 +132,27 @@ def test_all_eight_actors_healthy_within_30s(up: dict[str, Any]) -> None:
     assert "planner" in human and "HEALTHY" in human
 
 
+def test_the_embedded_server_takes_only_its_own_users(up: dict[str, Any]) -> None:
+    import nats
+
+    folder = up["home"] / "data" / "nats"
+    wait_for(lambda: (up["home"] / "data" / "runtime.json").exists(), 20)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    for name in ("users.json", "server.json"):
+        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+    info = json.loads((up["home"] / "data" / "runtime.json").read_text())
+
+    async def anonymous() -> None:
+        await nats.connect(info["nats_url"], allow_reconnect=False, max_reconnect_attempts=0)
+
+    with pytest.raises(Exception, match="(?i)authorization"):
+        asyncio.run(anonymous())
+    # Each actor process runs as its own NATS user.
+    for actor in status(up["env"])["actors"]:
+        environ = Path(f"/proc/{actor['pid']}/environ").read_bytes().split(b"\0")
+        assert f"WM__NATS__USER={actor['name']}".encode() in environ
+
+
 def test_chat_once_gets_the_answer_and_a_tool_runs(up: dict[str, Any]) -> None:
     env = up["env"]
     out = wm(env, "chat", "--once", "hello wintermute", "--timeout", "30")
@@ -136,6 +160,14 @@ def test_chat_once_gets_the_answer_and_a_tool_runs(up: dict[str, Any]) -> None:
     out = wm(env, "chat", "--once", "run: echo e2e-$((40+2)) > proof.txt; cat proof.txt")
     assert out.returncode == 0 and "e2e-42" in out.stdout
     assert (up["home"] / "workspace" / "proof.txt").read_text().strip() == "e2e-42"
+
+
+def test_replay_and_rerun_work_as_the_cli_user(up: dict[str, Any]) -> None:
+    env = up["env"]
+    assert wm(env, "chat", "--once", "replay me").returncode == 0
+    out = wm(env, "replay", "--rerun")
+    assert out.returncode == 0, out.stderr
+    assert "replay me" in out.stdout and "reply: same" in out.stdout, out.stdout
 
 
 def test_tap_shows_a_turn_as_it_happens(up: dict[str, Any]) -> None:
@@ -215,7 +247,7 @@ def test_garbage_on_every_inbox_is_dead_lettered_and_nobody_dies(up: dict[str, A
 
     async def flood() -> None:
         info = json.loads((up["home"] / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect()
+        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(up["home"], "supervisor"))
         for subject in inboxes:
             for bad in (b"\xff\xfe garbage", b'{"type": "turn.request"', b"[1,2,3]",
                         b'{"type":"llm.request","id":"x","session":5}', b"x" * 900_000):

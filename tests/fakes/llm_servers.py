@@ -9,8 +9,16 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
 - ... "recall: QUERY"                   -> tool call memory_search {"query": QUERY}
 - ... "tool:NAME {json object}"         -> tool call NAME with that object as arguments
 - ... "slow:SECONDS"                    -> sleep, then text "slept SECONDS"
+- ... "stream:SECONDS[:WORDS]"          -> text "Streamed: word1 … wordWORDS" (default 12 words),
+                                           spread evenly over SECONDS when the request streams
+                                           (the whole text after SECONDS when it does not)
 - ... "status:CODE"                     -> HTTP CODE with a provider-shaped error body
 - otherwise                             -> text "echo: <last user message>"
+
+Requests may ask for `stream: true`: the answer (text, then any tool call) comes one word per
+chunk as OpenAI SSE chunks (usage last with `stream_options.include_usage`, then `[DONE]`),
+Anthropic SSE events (message_start, content blocks with text and input_json deltas,
+message_delta with usage, message_stop) or Ollama NDJSON lines (counts on the last, `done` one).
 
 Run one in the foreground:  python -m tests.fakes.llm_servers --kind openai --port 8911
 """
@@ -51,6 +59,7 @@ class Decision:
     arguments: dict[str, Any] = field(default_factory=dict)
     status: int = 0
     sleep: float = 0.0
+    spread: float = 0.0  # seconds over which a streamed text is emitted
 
     def output_chars(self) -> int:
         """Characters of the answer, for usage counting."""
@@ -67,6 +76,7 @@ _RULES = (
 _TOOL = re.compile(r"(?<!\w)tool:([A-Za-z0-9_.\-]+)\s+(?=\{)")
 _SLOW = re.compile(r"(?<!\w)slow:\s*(\d+(?:\.\d+)?)")
 _STATUS = re.compile(r"(?<!\w)status:\s*(\d{3})")
+_STREAM = re.compile(r"(?<!\w)stream:\s*(\d+(?:\.\d+)?)(?::(\d+))?")
 
 
 def decide(messages: list[dict[str, Any]]) -> Decision:
@@ -93,6 +103,10 @@ def decide(messages: list[dict[str, Any]]) -> Decision:
         return Decision(text=f"slept {match.group(1)}", sleep=float(match.group(1)))
     if match := _STATUS.search(text):
         return Decision(status=int(match.group(1)))
+    if match := _STREAM.search(text):
+        words = int(match.group(2) or 12)
+        answer = "Streamed: " + " ".join(f"word{i}" for i in range(1, words + 1))
+        return Decision(text=answer, spread=float(match.group(1)))
     return Decision(text=f"echo: {text}")
 
 
@@ -215,6 +229,13 @@ def _ollama_reply(model: str, d: Decision, usage: tuple[int, int]) -> dict[str, 
     }
 
 
+def _words(text: str) -> list[str]:
+    """`text` cut before each word (whitespace kept), for streaming it piece by piece."""
+    words = re.findall(r"\s*\S+", text)
+    rest = text[len("".join(words)) :]
+    return [*words, rest] if rest else words
+
+
 # --- the server ----------------------------------------------------------------------------
 
 
@@ -231,6 +252,7 @@ class FakeLLM:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.calls = 0
+        self.streamed = 0  # requests answered as a stream
         self._runner: web.AppRunner | None = None
 
     async def start(self, kind: str, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -295,9 +317,7 @@ class FakeLLM:
         model = str(body.get("model", ""))
         if not model:
             return self._error(400, "model is required")
-        stream = body.get("stream", self.kind == "ollama")
-        if stream and self.kind != "ollama":
-            return self._error(400, "This fake server does not stream; send stream=false.")
+        stream = bool(body.get("stream", self.kind == "ollama"))
         messages = normalise(self.kind, body)
         d = decide(messages)
         if d.sleep:
@@ -305,14 +325,114 @@ class FakeLLM:
         if d.status:
             return self._error(d.status, f"Scripted failure with status {d.status}.")
         usage = usage_of(messages, d)
+        if stream:
+            self.streamed += 1
+            if self.kind == "anthropic":
+                return await self._anthropic_stream(request, model, d, usage)
+            return await self._stream(request, body, model, d, usage)
+        if d.spread:
+            await asyncio.sleep(d.spread)
         if self.kind == "openai":
             return web.json_response(_openai_reply(self.calls, model, d, usage))
         if self.kind == "anthropic":
             return web.json_response(_anthropic_reply(self.calls, model, d, usage))
-        reply = _ollama_reply(model, d, usage)
-        if stream:  # Ollama streams by default: NDJSON lines, here just the final one
-            return web.Response(text=json.dumps(reply) + "\n", content_type="application/x-ndjson")
-        return web.json_response(reply)
+        return web.json_response(_ollama_reply(model, d, usage))
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], model: str, d: Decision,
+                      usage: tuple[int, int]) -> web.StreamResponse:
+        """The answer as OpenAI SSE chunks or Ollama NDJSON lines, one word at a time."""
+        openai = self.kind == "openai"
+        resp = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream" if openai else "application/x-ndjson",
+            "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+
+        async def send(obj: dict[str, Any]) -> None:
+            line = f"data: {json.dumps(obj)}\n\n" if openai else json.dumps(obj) + "\n"
+            await resp.write(line.encode())
+
+        n = self.calls
+        base = {"id": f"chatcmpl-fake{n}", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model, "system_fingerprint": "fp_fake"}
+        stamp = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+        def delta(part: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            if openai:
+                return {**base, "choices": [{"index": 0, "delta": part, "logprobs": None,
+                                             "finish_reason": finish}]}
+            message = {"role": "assistant", "content": part.get("content", "")}
+            if "tool_calls" in part:
+                message["tool_calls"] = part["tool_calls"]
+            return {"model": model, "created_at": stamp, "message": message, "done": False}
+
+        if openai:
+            await send(delta({"role": "assistant", "content": ""}))
+        words = _words(d.text)
+        pause = d.spread / len(words) if d.spread and words else 0.0
+        for word in words:
+            if pause:
+                await asyncio.sleep(pause)
+            await send(delta({"content": word}))
+        if d.tool and openai:
+            args = json.dumps(d.arguments)
+            half = len(args) // 2
+            await send(delta({"tool_calls": [{"index": 0, "id": f"call_fake{n}", "type": "function",
+                                              "function": {"name": d.tool, "arguments": args[:half]}}]}))
+            await send(delta({"tool_calls": [{"index": 0, "function": {"arguments": args[half:]}}]}))
+        elif d.tool:
+            await send(delta({"tool_calls": [{"function": {"name": d.tool, "arguments": d.arguments}}]}))
+        if openai:
+            await send(delta({}, "tool_calls" if d.tool else "stop"))
+            if (body.get("stream_options") or {}).get("include_usage"):
+                await send({**base, "choices": [], "usage": {
+                    "prompt_tokens": usage[0], "completion_tokens": usage[1],
+                    "total_tokens": sum(usage)}})
+            await resp.write(b"data: [DONE]\n\n")
+        else:
+            await send(_ollama_reply(model, Decision(), usage))
+        await resp.write_eof()
+        return resp
+
+    async def _anthropic_stream(self, request: web.Request, model: str, d: Decision,
+                                usage: tuple[int, int]) -> web.StreamResponse:
+        """The answer as Anthropic's server-sent events, one word per text delta."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                           "Cache-Control": "no-cache", "request-id": "req_fake"})
+        await resp.prepare(request)
+
+        async def send(event: str, data: dict[str, Any]) -> None:
+            await resp.write(f"event: {event}\ndata: {json.dumps({'type': event, **data})}\n\n".encode())
+
+        n = self.calls
+        await send("message_start", {"message": {
+            "id": f"msg_fake{n}", "type": "message", "role": "assistant", "model": model,
+            "content": [], "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": usage[0], "output_tokens": 1}}})
+        index = 0
+        if d.text:
+            await send("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}})
+            words = _words(d.text)
+            pause = d.spread / len(words) if d.spread and words else 0.0
+            for word in words:
+                if pause:
+                    await asyncio.sleep(pause)
+                await send("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": word}})
+            await send("content_block_stop", {"index": 0})
+            index = 1
+        if d.tool:
+            await send("content_block_start", {"index": index, "content_block": {
+                "type": "tool_use", "id": f"toolu_fake{n}", "name": d.tool, "input": {}}})
+            args = json.dumps(d.arguments)
+            for piece in (args[: len(args) // 2], args[len(args) // 2 :]):
+                await send("content_block_delta", {"index": index, "delta": {
+                    "type": "input_json_delta", "partial_json": piece}})
+            await send("content_block_stop", {"index": index})
+        await send("message_delta", {"delta": {"stop_reason": "tool_use" if d.tool else "end_turn",
+                                               "stop_sequence": None},
+                                     "usage": {"output_tokens": usage[1]}})
+        await send("message_stop", {})
+        await resp.write_eof()
+        return resp
 
     async def _list_models(self, request: web.Request) -> web.Response:
         """The model list in this server's protocol."""

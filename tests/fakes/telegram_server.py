@@ -3,7 +3,8 @@
 It keeps a queue of updates with real getUpdates semantics (updates below the offset are
 confirmed and dropped; long polling waits up to `timeout`), accepts sends and validates their
 HTML like Telegram does (allowed tags, balanced, entities, 4096 characters after parsing),
-serves files at the file URL, and records every call. Tests script it: inject updates, answer
+serves files at the file URL, and records every call. Edits and deletions change the stored
+message like Telegram (an edit to the same content is refused as "not modified"). Tests script it: inject updates, answer
 the next calls with 429 or 5xx, stall a method until released.
 
 Run it alone:  python -m tests.fakes.telegram_server --port 8081
@@ -104,7 +105,8 @@ class FakeTelegram:
         self.stalled: dict[str, tuple[asyncio.Event, int]] = {}
         self.held = 0  # calls being held by a stall right now
         self.webhook: dict[str, Any] = {}
-        self.sent: list[dict[str, Any]] = []  # messages as delivered to chats
+        self.sent: list[dict[str, Any]] = []  # messages as delivered to chats (edits applied)
+        self.deleted: list[dict[str, Any]] = []  # messages deleted with deleteMessage
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -378,11 +380,29 @@ class FakeTelegram:
         text = str(p.get("text", ""))
         if (p.get("parse_mode") or "").upper() == "HTML" and (err := check_html(text)):
             raise _ApiError(400, err)
+        seen = shown(text, p.get("parse_mode"))
+        if not seen.strip():
+            raise _ApiError(400, "Bad Request: message text is empty")
+        if utf16_len(seen) > 4096:
+            raise _ApiError(400, "Bad Request: MESSAGE_TOO_LONG")
         for m in self.sent:
             if m["message_id"] == int(p.get("message_id", 0)):
-                m["text"] = shown(text, p.get("parse_mode"))
+                if m["text"] == seen and m.get("raw", text) == text:
+                    raise _ApiError(400, "Bad Request: message is not modified: specified new "
+                                    "message content and reply markup are exactly the same as "
+                                    "a current content and reply markup of the message")
+                m["text"], m["raw"] = seen, text
                 return m
         raise _ApiError(400, "Bad Request: message to edit not found")
+
+    async def _m_deletemessage(self, p: dict[str, Any], f: dict[str, bytes]) -> Any:
+        for m in self.sent:
+            if m["message_id"] == int(p.get("message_id", 0)) and \
+                    str(m["chat"]["id"]) == str(p.get("chat_id")):
+                self.sent.remove(m)
+                self.deleted.append(m)
+                return True
+        raise _ApiError(400, "Bad Request: message to delete not found")
 
     async def _m_editmessagereplymarkup(self, p: dict[str, Any], f: dict[str, bytes]) -> Any:
         for m in self.sent:
