@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -18,7 +18,6 @@ import msgspec
 import pytest
 
 from actors.channel._telegram_format import split_html
-from actors.llm.providers import reset_clients
 from actors.planner.context import user_message
 from bus import Bus
 from contracts import ApprovalPrompt, Notice, Reply, Sink, TurnRequest
@@ -27,33 +26,11 @@ from tests.actors.harness import ALL, Running, actors
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.telegram_server import BOT_ID, BOT_USERNAME, TOKEN, FakeTelegram
 
+pytestmark = pytest.mark.usefixtures("telegram_env")
 SettingsFor = Callable[..., Settings]
 OWNER, FRIEND, STRANGER, GROUP = 111, 222, 666, -100500
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    server = FakeLLM()
-    await server.start("openai")
-    yield server
-    await server.stop()
-
-
-@pytest.fixture(autouse=True)
-def telegram_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WINTERMUTE_TELEGRAM_TOKEN", TOKEN)
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
-                "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
 
 
 def tg_settings(settings_for: SettingsFor, tg: FakeTelegram, **extra: str) -> Settings:

@@ -8,12 +8,11 @@ LlmPreview events and replies on the bus themselves.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from actors.llm.providers import reset_clients
 from bus import Bus
 from contracts import LlmPreview, Reply, Sink, TurnRequest
 from contracts.config import Settings
@@ -29,35 +28,13 @@ from tests.actors.test_telegram import (
     with_model,
 )
 from tests.fakes.llm_servers import FakeLLM
-from tests.fakes.telegram_server import TOKEN, FakeTelegram
+from tests.fakes.telegram_server import FakeTelegram
 
+pytestmark = pytest.mark.usefixtures("telegram_env")
 SettingsFor = Callable[..., Settings]
 FAST = {"WM__CHANNELS__TELEGRAM__PREVIEW_INTERVAL_SECS": "0.5"}
 
 
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegram]:
-    server = FakeTelegram()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
-async def llm() -> AsyncIterator[FakeLLM]:
-    server = FakeLLM()
-    await server.start("openai")
-    yield server
-    await server.stop()
-
-
-@pytest.fixture(autouse=True)
-def telegram_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("WINTERMUTE_TELEGRAM_TOKEN", TOKEN)
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
-                "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
 
 
 def streamed(words: int) -> str:
