@@ -1,5 +1,5 @@
-"""Fixtures for tests/actors: a local Bot API server (`tg`), a scripted model (`llm`), and
-`telegram_env` (the bot token set, provider variables cleared) for the Telegram tests."""
+"""Fixtures for tests/actors: a clean model environment, a scripted OpenAI-compatible model
+(`fake`, wired through OPENAI_BASE_URL; `llm`, not wired), and a local Telegram Bot API (`tg`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,28 @@ import pytest
 from actors.llm.providers import reset_clients
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
+
+PROVIDER_VARS = ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
+                 "OLLAMA_HOST")
+
+
+@pytest.fixture
+def clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No provider variables from the outside, and no SDK client cached with old ones."""
+    for var in PROVIDER_VARS:
+        monkeypatch.delenv(var, raising=False)
+    reset_clients()
+
+
+@pytest.fixture
+async def fake(
+    clean_provider_env: None, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[FakeLLM]:
+    """A scripted OpenAI-compatible model that the llm actor talks to."""
+    server = FakeLLM()
+    monkeypatch.setenv("OPENAI_BASE_URL", await server.start("openai"))
+    yield server
+    await server.stop()
 
 
 @pytest.fixture
@@ -29,9 +51,5 @@ async def llm() -> AsyncIterator[FakeLLM]:
 
 
 @pytest.fixture
-def telegram_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def telegram_env(clean_provider_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WINTERMUTE_TELEGRAM_TOKEN", TOKEN)
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
-                "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()

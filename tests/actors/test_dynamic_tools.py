@@ -15,7 +15,6 @@ import pytest
 from actors.executor.dynamic.git import GitError, commit_paths, git, revert_last
 from actors.executor.dynamic.run import split_output
 from actors.executor.dynamic.spec import SpecError, build_spec
-from actors.llm.providers import reset_clients
 from bus import Bus, codec
 from contracts import ToolOutcome, ToolRequest, ToolResult
 from contracts.config import Settings
@@ -106,6 +105,9 @@ class Caller:
         return await asyncio.wait_for(self.results[call_id], 60)
 
 
+pytestmark = pytest.mark.usefixtures("clean_provider_env")
+
+
 @pytest.fixture
 async def caller(bus: Bus) -> Caller:
     c = Caller(bus)
@@ -119,14 +121,6 @@ async def fake() -> AsyncIterator[FakeLLM]:
     await server.start("openai")
     yield server
     await server.stop()
-
-
-@pytest.fixture(autouse=True)
-def clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
-                "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
 
 
 async def test_self_coding_loop_create_call_break_revert(

@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from actors.executor.messaging import ORACLE_SYSTEM
-from actors.llm.providers import reset_clients
 from contracts.config import Settings
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
 SECRET = "msg-s3cret-Value-24680"
-
-
-@pytest.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLLM]:
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
-    server = FakeLLM()
-    monkeypatch.setenv("OPENAI_BASE_URL", await server.start("openai"))
-    yield server
-    await server.stop()
 
 
 @pytest.fixture

@@ -5,29 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from actors.llm.providers import reset_clients
 from bus import Bus
 from contracts import Sink, TurnRequest
 from contracts.config import Settings
 from tests.actors.harness import actors
 from tests.fakes.llm_servers import FakeLLM
-
-
-@pytest.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLLM]:
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
-    server = FakeLLM()
-    await server.start("openai")
-    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-    yield server
-    await server.stop()
 
 
 async def outcome_of(bus: Bus, task: str, prompt: str) -> dict[str, Any]:

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from actors.llm.providers import reset_clients
 from contracts.config import Settings
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
+
+
+pytestmark = pytest.mark.usefixtures("clean_provider_env")
 
 
 @pytest.fixture
@@ -24,14 +26,6 @@ async def fake(request: pytest.FixtureRequest) -> AsyncIterator[FakeLLM]:
     await server.start(getattr(request, "param", "openai"))
     yield server
     await server.stop()
-
-
-@pytest.fixture(autouse=True)
-def clean_provider_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY",
-                "OLLAMA_HOST"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
 
 
 def use_model(monkeypatch: pytest.MonkeyPatch, kind: str, url: str) -> dict[str, str]:

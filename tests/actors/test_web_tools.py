@@ -15,7 +15,6 @@ from actors.executor import web, web_request
 from actors.executor._trust import TrustLedger
 from actors.executor.base import ToolContext
 from actors.executor.sandbox import DirectSandbox
-from actors.llm.providers import reset_clients
 from bus import Bus
 from contracts import ToolRequest
 from contracts.config import Settings
@@ -40,17 +39,6 @@ def net(site: PublicSite, monkeypatch: pytest.MonkeyPatch) -> LoopbackNetwork:
     network = LoopbackNetwork(names, {PUBLIC_IP: site.port})
     monkeypatch.setattr(web, "NETWORK", network)
     return network
-
-
-@pytest.fixture
-async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLLM]:
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
-        monkeypatch.delenv(var, raising=False)
-    reset_clients()
-    server = FakeLLM()
-    monkeypatch.setenv("OPENAI_BASE_URL", await server.start("openai"))
-    yield server
-    await server.stop()
 
 
 def context(settings: Settings, bus: Bus, redactor: Redactor | None = None) -> ToolContext:
