@@ -9,7 +9,7 @@ from pathlib import Path
 
 from bus import Bus, Consumer, Subscription
 from contracts import TerminalInput
-from supervisor.natsserver import EmbeddedNats
+from supervisor.process.natsserver import EmbeddedNats
 
 N = 5000
 

@@ -23,7 +23,7 @@ from nats.js.errors import NotFoundError
 
 from bus import Bus
 from contracts import TerminalInput
-from supervisor.natsauth import connect_kwargs
+from supervisor.process.natsauth import connect_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAT = "owner"  # the owner: owner-only tools work and owner notices arrive here
@@ -69,7 +69,7 @@ class Instance:
     def start(self) -> None:
         log = (self.home.parent / f"{self.home.name}-up.log").open("wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "supervisor.cli", "up"], env=self.env, cwd=ROOT, stdout=log,
+            [sys.executable, "-m", "supervisor.cli.main", "up"], env=self.env, cwd=ROOT, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,
         )
 

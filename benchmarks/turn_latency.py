@@ -23,7 +23,7 @@ def free_port() -> int:
 
 
 def wm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "supervisor.cli.main", *args], env=env, cwd=ROOT,
                           text=True, capture_output=True, timeout=120)
 
 
@@ -46,7 +46,7 @@ def main() -> None:
         env.update({"WINTERMUTE_HOME": home, "OPENAI_BASE_URL": url,
                     "WM__MODELS__DEFAULT": "openai/bench"})
         t0 = time.perf_counter()
-        up = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "up"], env=env, cwd=ROOT,
+        up = subprocess.Popen([sys.executable, "-m", "supervisor.cli.main", "up"], env=env, cwd=ROOT,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             while True:

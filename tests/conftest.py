@@ -11,8 +11,8 @@ import pytest
 
 from bus import Bus
 from contracts.config import Settings, load_settings
-from supervisor.home import init_home
-from supervisor.natsserver import EmbeddedNats
+from supervisor.process.home import init_home
+from supervisor.process.natsserver import EmbeddedNats
 
 
 @pytest.fixture(scope="session")

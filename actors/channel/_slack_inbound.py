@@ -13,8 +13,8 @@ import re
 from typing import Any
 
 from actors.channel.commands import CommandContext, handle_command
-from actors.common.redact import credential_guard
 from contracts import ApprovalDecision, Notice, Sink, TurnRequest, short_hash
+from kit.redact import credential_guard
 
 log = logging.getLogger(__name__)
 

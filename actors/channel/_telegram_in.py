@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from actors.channel._telegram_media import download_media
 from actors.channel.commands import CommandContext, handle_command
-from actors.common.redact import credential_guard
 from contracts import (
     ApprovalDecision,
     ApprovalRequest,
@@ -24,6 +23,7 @@ from contracts import (
     Sink,
     TurnRequest,
 )
+from kit.redact import credential_guard
 
 if TYPE_CHECKING:
     from actors.channel.telegram import TelegramAdapter

@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from actors.common import budget
 from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
+from state import budget
 
 HELP = (
     "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
@@ -110,7 +110,7 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:
     verb, _, name = rest.partition(" ")
     if verb == "release":
-        from actors.common.flatline import release_tool
+        from state.holds import release_tool
 
         if not name.strip():
             return "Say which tool: /tools release NAME."

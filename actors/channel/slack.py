@@ -19,9 +19,9 @@ from actors.channel import _slack_format as fmt
 from actors.channel._slack_inbound import NOT_OWNER, Inbound
 from actors.channel._slack_send import Poster
 from actors.channel.adapter import Adapter
-from actors.common.secrets import load_dotenv
 from bus import Reject
 from contracts import ApprovalPrompt, Notice, Reply
+from kit.secrets import load_dotenv
 
 if TYPE_CHECKING:
     from slack_bolt.async_app import AsyncApp

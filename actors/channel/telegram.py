@@ -31,8 +31,6 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from actors.common.redact import redact_patterns
-from actors.common.secrets import load_dotenv
 from bus import PublishError, Reject, Retry
 from contracts import (
     ApprovalPrompt,
@@ -42,6 +40,8 @@ from contracts import (
     Reply,
     short_hash,
 )
+from kit.redact import redact_patterns
+from kit.secrets import load_dotenv
 
 log = logging.getLogger(__name__)
 

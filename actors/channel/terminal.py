@@ -7,7 +7,6 @@ from typing import Any
 
 from actors.channel.adapter import Adapter
 from actors.channel.commands import CommandContext, handle_command
-from actors.common.redact import credential_guard
 from contracts import (
     ApprovalPrompt,
     Delivered,
@@ -17,6 +16,7 @@ from contracts import (
     TerminalInput,
     TurnRequest,
 )
+from kit.redact import credential_guard
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,6 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
-from actors.common.redact import Redactor
-from actors.common.secrets import load_dotenv
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
@@ -30,6 +28,8 @@ from contracts import (
     ToolResult,
     short_hash,
 )
+from kit.redact import Redactor
+from kit.secrets import load_dotenv
 
 log = logging.getLogger(__name__)
 

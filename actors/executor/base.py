@@ -10,10 +10,10 @@ import msgspec
 from contracts import ToolRequest, ToolSpec
 
 if TYPE_CHECKING:
-    from actors.common.redact import Redactor
     from actors.executor.sandbox import Sandbox
     from bus import Bus
     from contracts.config import Settings
+    from kit.redact import Redactor
 
 
 class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):

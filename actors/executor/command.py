@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from actors.common.redact import looks_secret_name
+from kit.redact import looks_secret_name
 
 READ_CHUNK = 65_536
 POLL_SECS = 0.1  # how often to check whether bash exited while its output pipe stays open

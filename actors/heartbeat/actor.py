@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 from actors.base import Actor
-from actors.common.flatline import task_status
 from actors.heartbeat.identity import render_identity
 from contracts import Sink, TurnRequest, subject_token
+from state.holds import task_status
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class HeartbeatActor(Actor):
         return actors
 
     async def _write_health(self) -> None:
-        from actors.common import budget
+        from state import budget
 
         actors = await self._health()
         stale = self.config.supervisor.stale_after_secs

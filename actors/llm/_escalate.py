@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from actors.common.redact import Redactor
 from contracts import LlmResponse, ToolRequest, ToolResult
+from kit.redact import Redactor
 
 
 def _redactor(actor: Any) -> Redactor:

@@ -10,10 +10,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
-from actors.common import budget
-from actors.common.secrets import load_dotenv
 from bus import Subscription
 from contracts import LlmPreview, LlmRequest, LlmResponse
+from kit.secrets import load_dotenv
+from state import budget
 
 if TYPE_CHECKING:
     from actors.llm.providers import OnText

@@ -269,6 +269,6 @@ class PlannerActor(Actor):
         return _tools_dec.decode(data) if data else []
 
     async def _budget_note(self) -> str:
-        from actors.common.budget import budget_note
+        from state.budget import budget_note
 
         return await budget_note(self.bus, self.config.budget)

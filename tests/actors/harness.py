@@ -11,7 +11,7 @@ from actors.runtime import ActorProcess, actor_class
 from bus import Bus
 from contracts import Delivered
 from contracts.config import Settings
-from supervisor.chat import ChatClient
+from supervisor.cli.chat import ChatClient
 
 
 class Running:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from actors.common.redact import Redactor
 from actors.executor._docker_run import SERVICE_LABEL, ULIMITS, BadArgs, run_spec
 from actors.executor.base import ToolContext
 from actors.executor.docker_tool import DockerManage, docker_manage_tool
@@ -19,6 +18,7 @@ from actors.executor.sandbox.direct import DirectSandbox
 from bus import Bus
 from contracts import ToolRequest
 from contracts.config import Settings
+from kit.redact import Redactor
 from tests.actors.harness import actors
 from tests.fakes.sandboxes import PodmanService, require, sandbox_rootfs
 

@@ -18,7 +18,7 @@ from actors.executor.dynamic.spec import SpecError, build_spec
 from bus import Bus, codec
 from contracts import ToolOutcome, ToolRequest, ToolResult
 from contracts.config import Settings
-from supervisor.tools import gather_tools, render_tools, revert_scripts
+from supervisor.cli.tools import gather_tools, render_tools, revert_scripts
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 

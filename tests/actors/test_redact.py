@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.common.redact import (
+from kit.redact import (
     REDACTED,
     Redactor,
     credential_guard,

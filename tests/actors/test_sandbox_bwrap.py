@@ -17,7 +17,7 @@ from actors.executor.sandbox.base import EGRESS_SOCKET, Layout, Sandbox
 from actors.executor.sandbox.bwrap import BwrapSandbox
 from actors.llm.providers import reset_clients
 from contracts.config import Settings
-from supervisor.client import gather_status
+from supervisor.cli.client import gather_status
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.egress import PUBLIC_IP, LoopbackDialer, Origin
 from tests.fakes.llm_servers import FakeLLM

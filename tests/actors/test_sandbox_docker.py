@@ -15,7 +15,7 @@ from actors.executor.sandbox import detect_sandbox
 from actors.executor.sandbox.base import Sandbox
 from actors.llm.providers import reset_clients
 from contracts.config import Settings
-from supervisor.client import gather_status
+from supervisor.cli.client import gather_status
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.sandboxes import PodmanService, require, sandbox_rootfs

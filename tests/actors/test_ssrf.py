@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from actors.common.redact import Redactor
 from actors.executor import web
 from actors.executor.base import ToolContext
 from actors.executor.sandbox import DirectSandbox
 from actors.executor.ssrf import EgressError, blocked_reason, ipv4_literal
 from bus import Bus
 from contracts import ToolRequest
+from kit.redact import Redactor
 from tests.fakes.web_network import PUBLIC_IP, Canary, LoopbackNetwork, PublicSite
 
 

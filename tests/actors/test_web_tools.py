@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from actors.common.redact import Redactor
 from actors.executor import web, web_request
 from actors.executor._trust import TrustLedger
 from actors.executor.base import ToolContext
@@ -18,6 +17,7 @@ from actors.executor.sandbox import DirectSandbox
 from bus import Bus
 from contracts import ToolRequest
 from contracts.config import Settings
+from kit.redact import Redactor
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.web_network import PUBLIC_IP, LoopbackNetwork, PublicSite

@@ -22,15 +22,15 @@ from nats.aio.client import Client
 
 from actors import ACTORS
 from actors.channel.actor import ADAPTERS
-from actors.common.flatline import enable_task, put_task_status, release_tool, tool_status
 from bus import Bus, Subscription, ensure_consumer
 from bus.history import read_stream
 from bus.permissions import CHANNELS, CLI, GRANTS, SUPERVISOR, scope, scratch_prefix
 from contracts.config import load_settings
-from supervisor import natsauth
-from supervisor.home import init_home
-from supervisor.natsserver import EmbeddedNats
-from supervisor.provision import actor_subscriptions, provision_all
+from state.holds import enable_task, put_task_status, release_tool, tool_status
+from supervisor.process import natsauth
+from supervisor.process.home import init_home
+from supervisor.process.natsserver import EmbeddedNats
+from supervisor.process.provision import actor_subscriptions, provision_all
 
 TESTER = "tester"  # a test-only user that may do anything, to probe what others receive
 

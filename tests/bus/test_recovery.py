@@ -11,7 +11,7 @@ from pathlib import Path
 
 from bus import Bus, Consumer, Subscription
 from contracts import SessionReset, TerminalInput
-from supervisor.natsserver import EmbeddedNats
+from supervisor.process.natsserver import EmbeddedNats
 
 Inbox = TerminalInput | SessionReset
 TOTAL = 120

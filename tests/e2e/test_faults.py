@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from actors import ACTORS
-from actors.common.flatline import task_status, tool_status
 from benchmarks.chaos_kit import ROOT, Driver, FakeModel, Instance, read_stream, tally
+from state.holds import task_status, tool_status
 
 pytestmark = pytest.mark.slow
 
@@ -61,7 +61,7 @@ async def driver(wm: Instance) -> Driver:
 
 
 def cli(inst: Instance, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], env=inst.env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "supervisor.cli.main", *args], env=inst.env, cwd=ROOT,
                           text=True, capture_output=True, timeout=60)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.natsauth import connect_kwargs
+from supervisor.process.natsauth import connect_kwargs
 
 pytestmark = pytest.mark.slow
 
@@ -51,7 +51,7 @@ def free_port() -> int:
 
 
 def wm(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "supervisor.cli", *args], env=env, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "supervisor.cli.main", *args], env=env, cwd=ROOT,
                           text=True, capture_output=True, timeout=timeout)
 
 
@@ -119,7 +119,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     env.update({"WINTERMUTE_HOME": str(home), "OPENAI_BASE_URL": url,
                 "WM__MODELS__DEFAULT": "openai/test-model", "PYTHONUNBUFFERED": "1"})
     log = (home.parent / "up.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli", "up"], env=env, cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli.main", "up"], env=env, cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(lambda: (home / "data" / "runtime.json").exists(), 30)

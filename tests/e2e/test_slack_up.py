@@ -28,7 +28,7 @@ ALICE = "U0ALICE"
 
 async def wm(env: dict[str, str], *args: str) -> str:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "supervisor.cli", *args, env=env, cwd=ROOT,
+        sys.executable, "-m", "supervisor.cli.main", *args, env=env, cwd=ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
     )
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
@@ -72,7 +72,7 @@ async def system(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     })
     log = (tmp_path / "up.log").open("w")
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "supervisor.cli", "up", env=env, cwd=ROOT, stdout=log,
+        sys.executable, "-m", "supervisor.cli.main", "up", env=env, cwd=ROOT, stdout=log,
         stderr=asyncio.subprocess.STDOUT, start_new_session=True,
     )
     try:

@@ -86,7 +86,7 @@ def up_tg(tmp_path_factory: pytest.TempPathFactory,
     })
     log = (home.parent / "up-telegram.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "supervisor.cli", "up"], env=env, cwd=ROOT, stdout=log,
+        [sys.executable, "-m", "supervisor.cli.main", "up"], env=env, cwd=ROOT, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
     yield {"env": env, "home": home, "proc": proc}

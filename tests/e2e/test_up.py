@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from actors import ACTORS
-from supervisor.natsauth import connect_kwargs
+from supervisor.process.natsauth import connect_kwargs
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def free_port() -> int:
 
 def wm(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "supervisor.cli", *args], env=env, cwd=ROOT, text=True,
+        [sys.executable, "-m", "supervisor.cli.main", *args], env=env, cwd=ROOT, text=True,
         capture_output=True, timeout=timeout,
     )
 
@@ -106,7 +106,7 @@ def up(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator[d
     log = (home.parent / "up.log").open("w")
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "supervisor.cli", "up"], env=env, cwd=ROOT, stdout=log,
+        [sys.executable, "-m", "supervisor.cli.main", "up"], env=env, cwd=ROOT, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
     yield {"env": env, "proc": proc, "home": home, "started": started}
@@ -173,7 +173,7 @@ def test_replay_and_rerun_work_as_the_cli_user(up: dict[str, Any]) -> None:
 def test_tap_shows_a_turn_as_it_happens(up: dict[str, Any]) -> None:
     env = up["env"]
     tap = subprocess.Popen(
-        [sys.executable, "-m", "supervisor.cli", "tap"], env=env, cwd=ROOT, text=True,
+        [sys.executable, "-m", "supervisor.cli.main", "tap"], env=env, cwd=ROOT, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:
@@ -201,7 +201,7 @@ def test_kill_9_mid_turn_loses_nothing_and_answers_once(up: dict[str, Any], vict
     old = wait_for(lambda: pid_of(env, victim), 30)
     text = f"slow:1.5 during {victim} kill"
     chat = subprocess.Popen(
-        [sys.executable, "-m", "supervisor.cli", "chat", "--once", text, "--timeout", "60"],
+        [sys.executable, "-m", "supervisor.cli.main", "chat", "--once", text, "--timeout", "60"],
         env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     time.sleep(0.8)  # the turn is in flight: at the model, or between actors

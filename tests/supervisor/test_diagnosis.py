@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from actors.common import budget
 from bus import Bus
 from contracts import LlmResponse, Usage
-from supervisor.announce import Announcer
-from supervisor.diagnosis import PREFIX, Diagnoser, day_key
-from supervisor.flatline import Flatline
+from state import budget
+from supervisor.flatline.diagnosis import PREFIX, Diagnoser, day_key
+from supervisor.flatline.policy import Flatline
+from supervisor.process.announce import Announcer
 
 
 async def cmd_payloads(bus: Bus) -> list[dict[str, Any]]:

@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from actors.common import budget
-from actors.common.flatline import enable_task, release_tool, task_status, tool_status
 from bus import Bus
 from contracts import (
     ApprovalResolved,
@@ -24,8 +22,10 @@ from contracts import (
     short_hash,
 )
 from contracts.config import Settings
-from supervisor.announce import Announcer
-from supervisor.flatline import Flatline
+from state import budget
+from state.holds import enable_task, release_tool, task_status, tool_status
+from supervisor.flatline.policy import Flatline
+from supervisor.process.announce import Announcer
 
 
 def flatline(settings: Settings, bus: Bus) -> Flatline:

@@ -9,7 +9,7 @@ from typing import Any
 
 from bus import Bus
 from contracts import Health
-from supervisor.supervisor import Supervisor
+from supervisor.process.supervisor import Supervisor
 
 
 def health(pid: int = 10, age: float = 0.0, loop_age: float = 0.0) -> Health:

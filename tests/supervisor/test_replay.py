@@ -9,7 +9,7 @@ import pytest
 from actors.llm.providers import reset_clients
 from bus import Bus
 from contracts.config import Settings
-from supervisor.replay import find_turn, rerun, timeline
+from supervisor.cli.replay import find_turn, rerun, timeline
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from supervisor.restart import MAX_DELAY, MAX_FAILED_DELAY, RestartPolicy
+from supervisor.process.restart import MAX_DELAY, MAX_FAILED_DELAY, RestartPolicy
 
 
 def policy(**kw: object) -> RestartPolicy:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from actors.common.flatline import enable_task, release_tool
 from contracts.config import Settings
-from supervisor.client import connect
+from state.holds import enable_task, release_tool
+from supervisor.cli.client import connect
 
 
 async def release(settings: Settings, name: str) -> str:

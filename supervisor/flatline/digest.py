@@ -11,11 +11,11 @@ from typing import Any
 
 import msgspec
 
-from actors.common import budget
 from bus import Bus
 from contracts import DeadLetter
 from contracts.config import Settings
-from supervisor.announce import Announcer
+from state import budget
+from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 

@@ -20,14 +20,14 @@ from actors import ACTORS, STOP_ORDER
 from bus import Bus, Consumer, Subscription
 from contracts import DeadLetter
 from contracts.config import Settings
-from supervisor.announce import Announcer
-from supervisor.diagnosis import log_tail
-from supervisor.flatline import Flatline
-from supervisor.health import HealthView, HealthWatch
-from supervisor.natsserver import EmbeddedNats, describe_exit, exit_sentence
-from supervisor.procs import actor_command, actor_env, pdeathsig
-from supervisor.restart import RestartPolicy
-from supervisor.status import build_status, update_runtime
+from supervisor.flatline.diagnosis import log_tail
+from supervisor.flatline.policy import Flatline
+from supervisor.process.announce import Announcer
+from supervisor.process.health import HealthView, HealthWatch
+from supervisor.process.natsserver import EmbeddedNats, describe_exit, exit_sentence
+from supervisor.process.procs import actor_command, actor_env, pdeathsig
+from supervisor.process.restart import RestartPolicy
+from supervisor.process.status import build_status, update_runtime
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Flatline: the supervisor's rules for tools (quarantine, revert proposals) and scheduled tasks.
 
-Rules first, always: every verdict comes from thresholds in `[supervisor.flatline]`. There is no
+Rules first, always: every verdict comes from thresholds in `[supervisor.flatline.policy]`. There is no
 model diagnosis yet for patterns the rules do not know. Each intervention is reversible,
 recorded as an event and announced to the owner; the one that changes files (a revert of
 scripts/) is only proposed and waits for the owner's approval.
@@ -14,16 +14,6 @@ import logging
 import time
 from typing import Any
 
-from actors.common.flatline import (
-    disabled_tasks,
-    put_task_status,
-    quarantined_tools,
-    release_tool,
-    task_status,
-    tool_key,
-    tool_status,
-    window_key,
-)
 from bus import Bus, Consumer, Subscription
 from contracts import (
     ApprovalRequest,
@@ -35,12 +25,22 @@ from contracts import (
     ToolOutcome,
 )
 from contracts.config import Settings
-from supervisor import scripts_git, tool_rules
-from supervisor.announce import Announcer
-from supervisor.diagnosis import SESSION as DIAGNOSIS_SESSION
-from supervisor.diagnosis import Diagnoser
-from supervisor.digest import Digest
-from supervisor.scripts_git import Commit
+from state.holds import (
+    disabled_tasks,
+    put_task_status,
+    quarantined_tools,
+    release_tool,
+    task_status,
+    tool_key,
+    tool_status,
+    window_key,
+)
+from supervisor.flatline import scripts_git, tool_rules
+from supervisor.flatline.diagnosis import SESSION as DIAGNOSIS_SESSION
+from supervisor.flatline.diagnosis import Diagnoser
+from supervisor.flatline.digest import Digest
+from supervisor.flatline.scripts_git import Commit
+from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 

@@ -87,7 +87,7 @@ async def find_turn(bus: Bus, turn_id: str = "", session: str = "") -> RecordedT
 
 def timeline(turn: RecordedTurn) -> list[str]:
     """One line per recorded event, with time since the turn arrived."""
-    from supervisor.tap import summarize
+    from supervisor.cli.tap import summarize
 
     start = turn.request.ts
     lines = [f"+0.000s turn.request {turn.request.id} {summarize(msgspec.to_builtins(turn.request))}"]
@@ -124,7 +124,7 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     from actors.planner.state import SessionState, dump
     from actors.runtime import ActorProcess
     from bus.permissions import scratch_prefix
-    from supervisor.client import nats_login
+    from supervisor.cli.client import nats_login
 
     # A fixed scratch prefix (NATS permissions cannot match part of a name): one re-run at a
     # time; leftovers of an interrupted one are deleted first.
@@ -229,7 +229,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
 
 
 async def replay(settings: Settings, turn_id: str, session: str, do_rerun: bool) -> int:
-    from supervisor.client import connect
+    from supervisor.cli.client import connect
 
     bus = await connect(settings, "replay")
     try:

@@ -15,7 +15,7 @@ import msgspec
 from bus import Bus
 from contracts import Health
 from contracts.config import SupervisorConfig
-from supervisor.announce import Announcer
+from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 

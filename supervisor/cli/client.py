@@ -7,10 +7,10 @@ import sys
 import time
 from typing import Any
 
-from actors.common.flatline import disabled_tasks, quarantined_tools
 from bus import Bus
 from contracts.config import Settings
-from supervisor.up import running_instance
+from state.holds import disabled_tasks, quarantined_tools
+from supervisor.process.up import running_instance
 
 
 def nats_url(settings: Settings) -> str:
@@ -34,7 +34,7 @@ def nats_login(settings: Settings) -> tuple[str, str]:
     info = running_instance(settings.home)
     if info is None or not info.get("nats_users"):
         return "", ""
-    from supervisor.natsauth import login
+    from supervisor.process.natsauth import login
 
     found = login(settings.home, "cli")
     if found is None:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from supervisor.procs import pdeathsig
+from supervisor.process.procs import pdeathsig
 
 log = logging.getLogger(__name__)
 

@@ -13,18 +13,18 @@ from pathlib import Path
 from bus import Bus
 from bus import logs as buslogs
 from contracts.config import Settings
-from supervisor import natsauth
-from supervisor.natsserver import EmbeddedNats
-from supervisor.provision import actor_subscriptions, provision_all
-from supervisor.status import write_runtime
-from supervisor.supervisor import Supervisor
+from supervisor.process import natsauth
+from supervisor.process.natsserver import EmbeddedNats
+from supervisor.process.provision import actor_subscriptions, provision_all
+from supervisor.process.status import write_runtime
+from supervisor.process.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
 
 async def _with_chat(sup: Supervisor, settings: Settings, bus: Bus) -> None:
     """Supervise and chat in one terminal; leaving the chat stops everything."""
-    from supervisor.chat import chat_repl
+    from supervisor.cli.chat import chat_repl
 
     run = asyncio.create_task(sup.run())
     talk = asyncio.create_task(chat_repl(settings, "owner", bus))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from supervisor.supervisor import Supervisor
+    from supervisor.process.supervisor import Supervisor
 
 
 def build_status(sup: Supervisor) -> dict[str, Any]:

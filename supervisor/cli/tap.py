@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from contracts.config import Settings
-from supervisor.client import connect
+from supervisor.cli.client import connect
 
 _peek = msgspec.json.Decoder(dict[str, Any])
 

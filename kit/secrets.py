@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from actors.common.redact import looks_secret_name as looks_secret
-from actors.common.redact import parse_dotenv
+from kit.redact import looks_secret_name as looks_secret
+from kit.redact import parse_dotenv
 
 __all__ = ["load_dotenv", "looks_secret"]
 

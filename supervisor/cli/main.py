@@ -32,7 +32,7 @@ def main() -> None:
 @main.command()
 def init() -> None:
     """Create WINTERMUTE_HOME with config, templates and folders (idempotent)."""
-    from supervisor.home import init_home
+    from supervisor.process.home import init_home
 
     home = _home()
     created = init_home(home)
@@ -46,8 +46,8 @@ def init() -> None:
 @click.option("--chat", "with_chat", is_flag=True, help="Also chat in this terminal (logs go to logs/).")
 def up(nats_port: int, nats_url: str, no_spawn: bool, with_chat: bool) -> None:
     """Start NATS (embedded unless a URL is given), the supervisor and every actor."""
-    from supervisor.home import init_home
-    from supervisor.up import run_up
+    from supervisor.process.home import init_home
+    from supervisor.process.up import run_up
 
     home = _home()
     init_home(home)
@@ -59,7 +59,7 @@ def up(nats_port: int, nats_url: str, no_spawn: bool, with_chat: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
     """Actors, health, restarts, NATS and stream counts of the running instance."""
-    from supervisor.client import gather_status, render_status
+    from supervisor.cli.client import gather_status, render_status
 
     data = asyncio.run(gather_status(_settings()))
     click.echo(json.dumps(data, indent=2) if as_json else render_status(data))
@@ -71,7 +71,7 @@ def status(as_json: bool) -> None:
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait (--once).")
 def chat(once: str | None, chat: str, timeout: float) -> None:
     """Talk to the agent in the terminal, as the owner."""
-    from supervisor.chat import chat_once, chat_repl
+    from supervisor.cli.chat import chat_once, chat_repl
 
     settings = _settings()
     if once is not None:
@@ -84,7 +84,7 @@ def chat(once: str | None, chat: str, timeout: float) -> None:
 @click.option("--chat", default="owner", show_default=True)
 def approve(approval_id: str, chat: str) -> None:
     """Approve a pending action by its 8-character id."""
-    from supervisor.chat import send_command
+    from supervisor.cli.chat import send_command
 
     sys.exit(asyncio.run(send_command(_settings(), f"/approve {approval_id}", chat)))
 
@@ -94,7 +94,7 @@ def approve(approval_id: str, chat: str) -> None:
 @click.option("--chat", default="owner", show_default=True)
 def deny(approval_id: str, chat: str) -> None:
     """Deny a pending action by its 8-character id."""
-    from supervisor.chat import send_command
+    from supervisor.cli.chat import send_command
 
     sys.exit(asyncio.run(send_command(_settings(), f"/deny {approval_id}", chat)))
 
@@ -104,7 +104,7 @@ def deny(approval_id: str, chat: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print raw payloads.")
 def tap(filter: str, as_json: bool) -> None:
     """Live decoded view of the bus. FILTER: a subject (wm.evt.>) or a type prefix (tool.)."""
-    from supervisor.tap import tap as run_tap
+    from supervisor.cli.tap import tap as run_tap
 
     try:
         asyncio.run(run_tap(_settings(), filter, as_json))
@@ -119,7 +119,7 @@ def tap(filter: str, as_json: bool) -> None:
 @click.option("--rerun", is_flag=True, help="Re-drive it through a fresh planner and diff.")
 def replay(turn_id: str, session: str, rerun: bool) -> None:
     """Show a recorded turn from stream history; --rerun shows where a new run diverges."""
-    from supervisor.replay import replay as run_replay
+    from supervisor.cli.replay import replay as run_replay
 
     sys.exit(asyncio.run(run_replay(_settings(), turn_id, session, rerun)))
 
@@ -131,7 +131,7 @@ def tools(ctx: click.Context, as_json: bool) -> None:
     """Every tool (core and agent-created) with its status and _meta."""
     if ctx.invoked_subcommand is not None:
         return
-    from supervisor.tools import NotReported, gather_tools, render_tools
+    from supervisor.cli.tools import NotReported, gather_tools, render_tools
 
     try:
         rows = asyncio.run(gather_tools(_settings()))
@@ -145,7 +145,7 @@ def tools(ctx: click.Context, as_json: bool) -> None:
 @click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the executor.")
 def revert(timeout: float) -> None:
     """Undo the last change in scripts/ (a new git commit); the executor reloads the tools."""
-    from supervisor.tools import revert_scripts
+    from supervisor.cli.tools import revert_scripts
 
     ok, text = asyncio.run(revert_scripts(_settings(), timeout))
     click.echo(text, err=not ok)
@@ -156,7 +156,7 @@ def revert(timeout: float) -> None:
 @click.argument("name")
 def tools_release(name: str) -> None:
     """Lift the supervisor's quarantine of the tool NAME."""
-    from supervisor.holds import release
+    from supervisor.cli.holds import release
 
     click.echo(asyncio.run(release(_settings(), name)))
 
@@ -170,7 +170,7 @@ def tasks() -> None:
 @click.argument("name")
 def tasks_enable(name: str) -> None:
     """Enable the scheduled task NAME again after the supervisor disabled it."""
-    from supervisor.holds import enable
+    from supervisor.cli.holds import enable
 
     click.echo(asyncio.run(enable(_settings(), name)))
 

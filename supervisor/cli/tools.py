@@ -16,7 +16,7 @@ import msgspec
 from bus import codec
 from contracts import ScriptsRevert, ScriptsReverted, subject_token
 from contracts.config import Settings
-from supervisor.client import connect
+from supervisor.cli.client import connect
 
 CATALOG_KEY = "tools.catalog"
 _reverted = codec.decoder_for(ScriptsReverted)

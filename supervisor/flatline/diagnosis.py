@@ -1,6 +1,6 @@
 """A model's diagnosis for what Flatline's rules cannot explain (today: an actor that keeps
 crashing). Only with its own model (`models.roles.flatline`; never the main model) and its own
-daily token budget (`supervisor.flatline.diagnosis_tokens_per_day`). The answer is advice for
+daily token budget (`supervisor.flatline.policy.diagnosis_tokens_per_day`). The answer is advice for
 the owner: it is announced, never acted upon.
 """
 
@@ -11,12 +11,12 @@ import os
 import time
 from pathlib import Path
 
-from actors.common import budget
-from actors.common.redact import Redactor
 from bus import Bus
 from contracts import ChatMessage, LlmRequest, LlmResponse
 from contracts.config import Settings
-from supervisor.announce import Announcer
+from kit.redact import Redactor
+from state import budget
+from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import msgspec
 from bus import Bus, codec
 from contracts import Delivered, TerminalInput
 from contracts.config import Settings
-from supervisor.client import connect
+from supervisor.cli.client import connect
 
 _delivered = codec.decoder_for(Delivered)
 

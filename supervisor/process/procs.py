@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from actors.common.secrets import looks_secret
+from kit.secrets import looks_secret
 
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
@@ -48,4 +48,4 @@ def actor_env(
 
 
 def actor_command(name: str) -> list[str]:
-    return [sys.executable, "-m", "supervisor.cli", "actor", name]
+    return [sys.executable, "-m", "supervisor.cli.main", "actor", name]

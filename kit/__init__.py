@@ -1,0 +1,1 @@
+"""Pure helpers with no bus access: redaction, the credential guard, .env reading."""

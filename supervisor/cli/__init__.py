@@ -1,0 +1,1 @@
+"""The `wintermute` command line: chat, status, tap, replay, tools, holds."""

@@ -1,0 +1,1 @@
+"""Flatline, the repair policy: tool quarantine rules, diagnosis, digests, scripts history."""

@@ -1,0 +1,1 @@
+"""Process supervision: the embedded nats-server, actor processes, health, restarts, `up`."""
