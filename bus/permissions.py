@@ -47,6 +47,7 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         publish=(*(f"in.{c}.>" for c in CHANNELS), "out.>", "evt.channel.delivered.>",
                  "cmd.approval.request", "cmd.approval.decide", "cmd.planner.reset",
+                 "cmd.planner.retry",
                  "cmd.executor.revert", "evt.flatline.release.>"),
         kv_read=("state", "budget", "tools"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
@@ -59,7 +60,8 @@ GRANTS: dict[str, Grant] = {
         kv_write=("sessions:>",),
     ),
     "llm": Grant(
-        publish=("evt.llm.response.>", "evt.llm.preview.>", "evt.tool.result.>"),
+        publish=("evt.llm.response.>", "evt.llm.preview.>", "evt.llm.progress.>",
+                 "evt.tool.result.>"),
         kv_write=("budget:day.>", "budget:session.>"),
     ),
     "executor": Grant(

@@ -18,6 +18,7 @@ from contracts.channel import (
 from contracts.llm import (
     ChatMessage,
     LlmPreview,
+    LlmProgress,
     LlmRequest,
     LlmResponse,
     ToolCall,
@@ -31,6 +32,7 @@ from contracts.ops import (
     Intervention,
     SessionIdle,
     SessionReset,
+    SessionRetry,
     TaskOutcome,
 )
 from contracts.scripts import ScriptsRevert, ScriptsReverted
@@ -47,6 +49,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     LlmRequest,
     LlmResponse,
     LlmPreview,
+    LlmProgress,
     ToolRequest,
     ToolResult,
     ToolOutcome,
@@ -62,6 +65,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     DeadLetter,
     SessionIdle,
     SessionReset,
+    SessionRetry,
     Intervention,
     TaskOutcome,
 )
@@ -76,6 +80,7 @@ AnyMsg = (
     | LlmRequest
     | LlmResponse
     | LlmPreview
+    | LlmProgress
     | ToolRequest
     | ToolResult
     | ToolOutcome
@@ -91,6 +96,7 @@ AnyMsg = (
     | DeadLetter
     | SessionIdle
     | SessionReset
+    | SessionRetry
     | Intervention
     | TaskOutcome
 )
@@ -109,6 +115,7 @@ __all__ = [
     "Health",
     "Intervention",
     "LlmPreview",
+    "LlmProgress",
     "LlmRequest",
     "LlmResponse",
     "MemoryHit",
@@ -124,6 +131,7 @@ __all__ = [
     "ScriptsReverted",
     "SessionIdle",
     "SessionReset",
+    "SessionRetry",
     "Sink",
     "TaskOutcome",
     "TerminalInput",

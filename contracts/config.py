@@ -42,6 +42,37 @@ class ModelsConfig(_Section):
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
+    # Transient failures (HTTP 5xx/429, timeouts, unreachable, malformed answers) are retried
+    # with backoff (1, 2, 4 ... up to retry_max_delay_secs) until this long after the request
+    # was first published, then the turn fails with one message and the owner is told once.
+    retry_deadline_secs: float = 90.0
+    retry_max_delay_secs: float = 20.0
+    progress_every_secs: float = 10.0  # "still working" events to the planner during a call
+
+    def __post_init__(self) -> None:
+        if self.retry_deadline_secs < 0 or self.retry_max_delay_secs <= 0:
+            raise ValueError("retry_deadline_secs must be >= 0 and retry_max_delay_secs > 0")
+        if self.progress_every_secs <= 0:
+            raise ValueError("progress_every_secs must be positive")
+
+
+class PlannerConfig(_Section):
+    """Deadlines of a turn's steps: a step past its deadline is hung, not slow.
+
+    The model step's deadline counts from the llm's last progress event (sent every
+    models.progress_every_secs while a call runs or waits to retry), so only silence fires it.
+    """
+
+    recall_deadline_secs: float = 30.0  # optional: past it the turn goes on without memories
+    model_silence_secs: float = 300.0  # no answer and no progress from the llm for this long
+    tool_deadline_secs: float = 900.0  # a tool call (memory tools are optional: fail soft)
+    sweep_every_secs: float = 1.0  # how often deadlines are checked
+
+    def __post_init__(self) -> None:
+        for name in ("recall_deadline_secs", "model_silence_secs", "tool_deadline_secs",
+                     "sweep_every_secs"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive")
 
 
 class BudgetConfig(_Section):
@@ -108,6 +139,9 @@ class ChannelsConfig(_Section):
     terminal: TerminalChannel = msgspec.field(default_factory=TerminalChannel)
     telegram: TelegramChannel = msgspec.field(default_factory=TelegramChannel)
     slack: SlackChannel = msgspec.field(default_factory=SlackChannel)
+    # Messages one user (not the owner) may send per minute on any channel; the rest are
+    # refused with one polite notice per minute. 0: no limit.
+    user_rate_per_min: int = 20
 
 
 class OwnerConfig(_Section):
@@ -229,6 +263,7 @@ class Config(_Section):
 
     nats: NatsConfig = msgspec.field(default_factory=NatsConfig)
     models: ModelsConfig = msgspec.field(default_factory=ModelsConfig)
+    planner: PlannerConfig = msgspec.field(default_factory=PlannerConfig)
     budget: BudgetConfig = msgspec.field(default_factory=BudgetConfig)
     channels: ChannelsConfig = msgspec.field(default_factory=ChannelsConfig)
     owner: OwnerConfig = msgspec.field(default_factory=OwnerConfig)

@@ -57,6 +57,8 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # Set by the planner when the turn's chat shows a live preview (Telegram): stream the answer
     # and publish LlmPreview events for this sink at a bounded rate.
     preview_to: Sink | None = None
+    # The owner's turns go first when the llm has more requests than slots (fair scheduling).
+    is_owner: bool = False
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -71,6 +73,9 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     model: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: str = ""
+    # The error is a model outage (5xx, timeouts, unreachable, malformed answers) that retries
+    # within models.retry_deadline_secs did not outlast; the turn can be retried with /retry.
+    outage: bool = False
 
 
 class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):
@@ -88,3 +93,20 @@ class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):
     seq: int
     text: str
     sink: Sink
+
+
+class LlmProgress(Msg, frozen=True, kw_only=True, tag="llm.progress"):
+    """The llm is still working on a request (a long call, or waiting to retry after a failure).
+
+    The planner's deadline for a model step counts from the last progress, so a slow model or
+    machine is told from a hung one. `retry_in` > 0: attempt `attempt` failed with `reason` and
+    the next one starts after that many seconds.
+    """
+
+    session: str
+    turn_id: str
+    step: int
+    request_id: str
+    attempt: int = 1
+    reason: str = ""
+    retry_in: float = 0.0

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from contracts.base import Msg
+from contracts.channel import Sink
 
 
 class DeadLetter(Msg, frozen=True, kw_only=True, tag="deadletter"):
@@ -31,9 +32,21 @@ class SessionIdle(Msg, frozen=True, kw_only=True, tag="session.idle"):
 
 
 class SessionReset(Msg, frozen=True, kw_only=True, tag="session.reset"):
-    """Forget a session's conversation history (its memories stay)."""
+    """Forget a session's conversation history and unstick it (its memories stay).
+
+    The turn in progress and the turns queued behind it are dropped too; with `reply_to` the
+    planner says there what it cleared.
+    """
 
     session: str
+    reply_to: Sink | None = None
+
+
+class SessionRetry(Msg, frozen=True, kw_only=True, tag="session.retry"):
+    """Run again the session's last turn that failed (a model outage, a step that hung)."""
+
+    session: str
+    reply_to: Sink | None = None
 
 
 class Health(msgspec.Struct, kw_only=True):

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
+from contracts import ApprovalDecision, ScriptsRevert, SessionReset, SessionRetry, Sink
 from state import budget
 
 HELP = (
@@ -67,9 +67,16 @@ async def _deny(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
-    reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session)
+    reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session, reply_to=ctx.reply_to)
     await actor.bus.publish(actor.subjects.cmd("planner", "reset"), reset)
-    return "This conversation's history was cleared; memories stay."
+    return ("This conversation was reset: its history, any message in progress and any "
+            "waiting behind it were cleared, so the next message starts fresh; memories stay.")
+
+
+async def _retry(actor: Any, ctx: CommandContext, rest: str) -> str:
+    retry = SessionRetry(id=f"{ctx.input_id}:retry", session=ctx.session, reply_to=ctx.reply_to)
+    await actor.bus.publish(actor.subjects.cmd("planner", "retry"), retry)
+    return "Sending your last failed message again; the answer follows here."
 
 
 async def _state(actor: Any, key: str) -> dict[str, Any] | list[Any] | None:
@@ -134,6 +141,7 @@ async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 COMMANDS = {
     "/help": _help, "/start": _help, "/approve": _approve, "/deny": _deny, "/reset": _reset,
+    "/retry": _retry,
     "/status": _status, "/budget": _budget, "/memory": _memory, "/tools": _tools,
     "/revert": _revert,
 }

@@ -17,16 +17,20 @@ import msgspec
 
 from actors.base import Actor
 from actors.planner import context
+from actors.planner._faults import TurnFaults
 from actors.planner.state import SessionState, TurnState, dump, load
-from bus import Subscription
+from bus import PublishError, Subscription
 from contracts import (
     ChatMessage,
+    DeadLetter,
+    LlmProgress,
     LlmRequest,
     LlmResponse,
     Recall,
     Recalled,
     Reply,
     SessionReset,
+    SessionRetry,
     Sink,
     TaskOutcome,
     ToolRequest,
@@ -38,16 +42,27 @@ from contracts import (
 
 log = logging.getLogger(__name__)
 
-PlannerInbox = TurnRequest | Recalled | LlmResponse | ToolResult | SessionReset
+PlannerInbox = (
+    TurnRequest | Recalled | LlmResponse | LlmProgress | ToolResult | SessionReset | SessionRetry
+)
 _tools_dec = msgspec.json.Decoder(list[ToolSpec])
 
 
-class PlannerActor(Actor):
+class PlannerActor(Actor, TurnFaults):
     name = "planner"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._locks: dict[str, asyncio.Lock] = {}
+        self._deadlines: dict[str, float] = {}  # session -> its active step's deadline
+        self._turns: dict[str, dict[str, Any]] = {}  # session -> its turn in progress, for status
+        self._outage_known: bool | None = None  # whether the owner was told of an outage
+
+    async def on_start(self) -> None:
+        self.spawn(self._sweep(), "deadlines")
+
+    def health_info(self) -> dict[str, Any]:
+        return self.turns_info()
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
@@ -61,11 +76,15 @@ class PlannerActor(Actor):
                         f"{s.p}.evt.llm.response.>",
                         f"{s.p}.evt.tool.result.>",
                         f"{s.p}.evt.memory.recalled.>",
+                        f"{s.p}.evt.llm.progress.>",
                     ),
                 ),
                 PlannerInbox,
             ),
             (Subscription(s.stream_cmd, "planner-cmd", (s.cmd("planner", "*"),)), PlannerInbox),
+            # Dead letters of every actor: one that belongs to an active turn ends its step.
+            (Subscription(s.stream_dlq, "planner-dlq", (f"{s.p}.dlq.>",), ordered_by=""),
+             DeadLetter),
         ]
 
     # -- state -----------------------------------------------------------------------------
@@ -79,13 +98,19 @@ class PlannerActor(Actor):
     async def _save(self, state: SessionState) -> None:
         await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session), dump(state))
 
-    async def handle(self, msg: PlannerInbox) -> None:
-        # The planner reads three streams; one lock per session keeps its events in order.
-        lock = self._locks.setdefault(msg.session, asyncio.Lock())
-        async with lock:
+    def _lock(self, session: str) -> asyncio.Lock:
+        return self._locks.setdefault(session, asyncio.Lock())
+
+    async def handle(self, msg: PlannerInbox | DeadLetter) -> None:
+        if isinstance(msg, DeadLetter):
+            await self._on_dead_letter(msg)
+            return
+        # The planner reads four streams; one lock per session keeps its events in order.
+        async with self._lock(msg.session):
             state = await self._load(msg.session)
             if await self._apply(state, msg):
                 await self._save(state)
+                self._track(state)
 
     async def _apply(self, state: SessionState, msg: PlannerInbox) -> bool:
         match msg:
@@ -95,14 +120,16 @@ class PlannerActor(Actor):
                 return await self._on_recalled(state, msg)
             case LlmResponse():
                 return await self._on_llm(state, msg)
+            case LlmProgress():
+                return self._on_progress(state, msg)
             case ToolResult(deferred=True):
                 return await self._on_turn(state, self._deferred_turn(msg))
             case ToolResult():
                 return await self._on_tool(state, msg)
             case SessionReset():
-                state.history = []
-                log.info("session history reset")
-                return True
+                return await self._on_reset(state, msg)
+            case SessionRetry():
+                return await self._on_retry(state, msg)
         return False
 
     # -- turns -----------------------------------------------------------------------------
@@ -119,6 +146,7 @@ class PlannerActor(Actor):
 
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
         state.active = TurnState(request=req)
+        self._arm(state.active, "recall")
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
         await self.publish(self.subjects.cmd("memory", "recall"), recall)
 
@@ -148,17 +176,21 @@ class PlannerActor(Actor):
             context.user_message(turn.request),
         ]
         turn.new_from = len(turn.messages) - 1
-        turn.phase = "llm"
-        await self._ask_model(turn, await self._tools())
+        self._arm(turn, "llm")
+        await self._ask_model(state, turn, await self._tools())
         return True
 
-    async def _ask_model(self, turn: TurnState, tools: list[ToolSpec]) -> None:
+    async def _ask_model(self, state: SessionState, turn: TurnState,
+                         tools: list[ToolSpec]) -> None:
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
-            preview_to=self._preview_to(turn.request),
+            preview_to=self._preview_to(turn.request), is_owner=turn.request.is_owner,
         )
-        await self.publish(self.subjects.cmd("llm", "complete"), req)
+        try:
+            await self.publish(self.subjects.cmd("llm", "complete"), req)
+        except PublishError as exc:  # too large, or the store refuses: the step has failed
+            await self._step_failed(state, turn, "llm", str(exc))
 
     def _preview_to(self, req: TurnRequest) -> Sink | None:
         """Where the answer may be shown while it is written: Telegram chats, not scheduled turns."""
@@ -173,6 +205,7 @@ class PlannerActor(Actor):
             return False
         if turn.step != msg.step:
             return False
+        await self._outage(msg)
         if msg.error:
             await self._finish(state, msg.error, record=False, failure=msg.error)
             return True
@@ -183,7 +216,7 @@ class PlannerActor(Actor):
             await self._finish(state, msg.content)
             return True
         limit = self.config.budget.max_tool_calls_per_turn
-        turn.phase = "tools"
+        self._arm(turn, "tools")
         turn.calls = [c.id for c in msg.tool_calls]
         turn.results = {}
         for i, call in enumerate(msg.tool_calls):
@@ -227,10 +260,10 @@ class PlannerActor(Actor):
                             name=result.name)
             )
         turn.step += 1
-        turn.phase = "llm"
+        self._arm(turn, "llm")
         turn.calls, turn.results = [], {}
         limit_hit = turn.tool_calls_used >= self.config.budget.max_tool_calls_per_turn
-        await self._ask_model(turn, [] if limit_hit else await self._tools())
+        await self._ask_model(state, turn, [] if limit_hit else await self._tools())
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
                       failure: str = "") -> None:
@@ -246,6 +279,8 @@ class PlannerActor(Actor):
         await self.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat), reply)
         if record:
             state.append_history(turn.messages[turn.new_from :])
+        if failure and req.origin != "event":
+            state.failed = req  # /retry runs it again
         state.remember_turn(turn.turn_id)
         state.active = None
         if state.queue:

@@ -9,6 +9,11 @@ from contracts import ChatMessage, ToolResult, TurnRequest
 HISTORY_MESSAGES = 40
 TOOL_OUTPUT_IN_HISTORY = 2000
 RECENT_TURNS = 64
+# A message kept in history is at most this long, and all of history at most HISTORY_CHARS:
+# the session state is one KV value and every model request carries the history, both under
+# the 1 MiB payload limit (two 120 KB messages once wedged a chat for good).
+MESSAGE_IN_HISTORY = 16_000
+HISTORY_CHARS = 200_000
 
 
 class TurnState(msgspec.Struct, kw_only=True):
@@ -23,6 +28,10 @@ class TurnState(msgspec.Struct, kw_only=True):
     tool_calls_used: int = 0
     tool_failures: int = 0  # failed tool results (a scheduled turn failing them all failed)
     new_from: int = 0  # index in messages where this turn's own messages start
+    started: float = 0.0  # when the turn started (epoch seconds)
+    phase_since: float = 0.0  # when the current phase (step) started
+    deadline: float = 0.0  # past it the current step is hung (0: none, before deadlines)
+    progress: str = ""  # the last progress the llm reported for this step (for status)
 
     @property
     def turn_id(self) -> str:
@@ -37,6 +46,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     active: TurnState | None = None
     queue: list[TurnRequest] = msgspec.field(default_factory=list)
     recent: list[str] = msgspec.field(default_factory=list)
+    failed: TurnRequest | None = None  # the last turn that failed, for /retry
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""
@@ -48,16 +58,19 @@ class SessionState(msgspec.Struct, kw_only=True):
         self.recent = [*self.recent, turn_id][-RECENT_TURNS:]
 
     def append_history(self, messages: list[ChatMessage]) -> None:
-        """Keep the last messages, shortening tool outputs, starting at a user message."""
+        """Keep the last messages, shortening long ones, starting at a user message."""
         kept = [*self.history, *(_shorten(m) for m in messages)][-HISTORY_MESSAGES:]
+        while sum(len(m.content) for m in kept) > HISTORY_CHARS:
+            kept.pop(0)
         while kept and kept[0].role != "user":
             kept.pop(0)
         self.history = kept
 
 
 def _shorten(message: ChatMessage) -> ChatMessage:
-    if message.role == "tool" and len(message.content) > TOOL_OUTPUT_IN_HISTORY:
-        cut = message.content[:TOOL_OUTPUT_IN_HISTORY]
+    limit = TOOL_OUTPUT_IN_HISTORY if message.role == "tool" else MESSAGE_IN_HISTORY
+    if len(message.content) > limit:
+        cut = message.content[:limit]
         return msgspec.structs.replace(message, content=cut + "\n[... shortened in history]")
     return message
 
