@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,6 +52,17 @@ class Subscription:
 
 
 Handler = Callable[[Any], Awaitable[None]]
+
+_delivery: contextvars.ContextVar[int] = contextvars.ContextVar("delivery", default=1)
+
+
+def delivery() -> int:
+    """How many times the message being handled was delivered (1 the first time).
+
+    JetStream keeps the count, so a handler that retries with `Retry` knows its attempt
+    across restarts of its process.
+    """
+    return _delivery.get()
 
 
 def consumer_config(sub: Subscription) -> api.ConsumerConfig:
@@ -274,6 +286,7 @@ class Consumer:
 
     async def _handle(self, raw: NatsMsg, msg: Msg, deliveries: int) -> None:
         session_token = logs.bind(session=getattr(msg, "session", None), type=type(msg).__name__)
+        _delivery.set(deliveries)  # this task's own context: concurrent handlers do not mix
         try:
             if self.sub.dedupe and await self._already_done(msg):
                 log.info("already handled; acking the redelivery")

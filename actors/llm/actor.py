@@ -9,6 +9,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from actors.base import Actor
 from bus import Subscription
 from contracts import LlmPreview, LlmRequest, LlmResponse
@@ -51,9 +53,11 @@ class LlmActor(Actor):
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
+        from actors.llm._retry import MAX_DELIVER
+
         sub = Subscription(
             s.stream_cmd, "llm", (s.cmd("llm", "*"),), ordered_by="",
-            concurrency=8,
+            concurrency=8, max_deliver=MAX_DELIVER,
         )
         return [(sub, LlmRequest)]
 
@@ -72,7 +76,15 @@ class LlmActor(Actor):
         return {"models": self.chain("default"), "calls": getattr(self, "calls", 0)}
 
     async def handle(self, req: LlmRequest) -> None:
-        response = await self._respond(req)
+        from actors.llm import _retry
+
+        async with _retry.working(self, req):
+            response, transient = await self._respond(req)
+        if transient:
+            delay = _retry.schedule(self, req, response.error)
+            if delay is not None:
+                await _retry.retry_later(self, req, response.error, delay)
+            response = msgspec.structs.replace(response, outage=True)
         if req.for_call is not None:  # escalate: the answer is that tool call's result
             from actors.llm._escalate import answer_call
 
@@ -81,18 +93,21 @@ class LlmActor(Actor):
         subject = self.subjects.evt("llm", "response", req.session)
         await self.publish(subject, response)
 
-    async def _respond(self, req: LlmRequest) -> LlmResponse:
-        base = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
+    async def _respond(self, req: LlmRequest) -> tuple[LlmResponse, bool]:
+        """The answer, and whether it is an error worth retrying (every model failed
+        transiently)."""
+        base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
                 "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:
-            return LlmResponse(**base, error=NO_MODEL.format(home=self.home))
+            return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False
         over = await budget.exhausted(self.bus, self.config.budget, req.session)
         if over:
-            return LlmResponse(**base, error=over)
+            return LlmResponse(**base, error=over), False
         from actors.llm.providers import ProviderError, complete
 
         failures: list[str] = []
+        transient = True
         on_text = self._previewer(req)
         for spec in chain:
             try:
@@ -104,6 +119,7 @@ class LlmActor(Actor):
             except ProviderError as exc:
                 log.warning("model %s failed: %s", spec, exc.message)
                 failures.append(f"{spec}: {exc.message}")
+                transient = transient and exc.retryable
                 continue
             tokens = done.usage.input_tokens + done.usage.output_tokens
             await budget.add(self.bus, budget.day_key(), tokens)
@@ -111,13 +127,13 @@ class LlmActor(Actor):
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,
-            )
+            ), False
         detail = " ".join(failures)
         return LlmResponse(
             **base,
             error=f"I couldn't reach any configured model, so this message went unanswered. "
             f"{detail} Check the model server and [models] in config.toml, then ask again.",
-        )
+        ), transient
 
     def _previewer(self, req: LlmRequest) -> OnText | None:
         """For a request that asks for a preview: publish the text so far at a bounded rate.

@@ -275,6 +275,17 @@ def _is_timeout(exc: BaseException) -> bool:
     return any(c.__name__ in ("APITimeoutError", "TimeoutException") for c in type(exc).__mro__)
 
 
+def _is_malformed(exc: BaseException) -> bool:
+    """Whether the answer could not be decoded (a proxy's error page, a truncated body)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        names = {c.__name__ for c in type(seen).__mro__}
+        if names & {"JSONDecodeError", "APIResponseValidationError"}:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 def _map_error(provider: str, model: str, timeout: float, exc: Exception) -> ProviderError:
     """Translate an SDK exception into a ProviderError a user can act on."""
     url_var, key_var, what = _HINTS[provider]
@@ -301,6 +312,12 @@ def _map_error(provider: str, model: str, timeout: float, exc: Exception) -> Pro
         return ProviderError(
             f"The {provider} provider could not be reached at {_base_url(provider)}: {_detail(exc)}. "
             f"Check {url_var} or {what}.",
+            retryable=True,
+        )
+    if _is_malformed(exc):
+        return ProviderError(
+            f"The {provider} provider sent an answer that is not valid JSON (model '{model}'): "
+            f"{_detail(exc)}. This is usually a passing server fault; try again.",
             retryable=True,
         )
     text = _detail(exc)

@@ -57,7 +57,8 @@ async def test_unreachable_model_degrades_and_fallback_answers(
     fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
-    settings = settings_for(WM__MODELS__DEFAULT="anthropic/down")
+    settings = settings_for(WM__MODELS__DEFAULT="anthropic/down",
+                            WM__MODELS__RETRY_DEADLINE_SECS="0")  # retries: test_faults.py
     async with actors(settings, *ALL), chat(settings) as c:
         reply = await c.ask("hello")
         assert "couldn't reach any configured model" in reply and "anthropic/down" in reply

@@ -15,6 +15,11 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
 - ... "status:CODE"                     -> HTTP CODE with a provider-shaped error body
 - otherwise                             -> text "echo: <last user message>"
 
+Outages are scripted on the server, not in the conversation: each entry of `FakeLLM.faults`
+(or POST /_fake/faults with a JSON list, for a server in another process) answers one request,
+in order: "500" (HTTP 500), "hang" (no answer until the client gives up) or "garbage" (HTTP 200
+with a body that is not JSON).
+
 Requests may ask for `stream: true`: the answer (text, then any tool call) comes one word per
 chunk as OpenAI SSE chunks (usage last with `stream_options.include_usage`, then `[DONE]`),
 Anthropic SSE events (message_start, content blocks with text and input_json deltas,
@@ -253,6 +258,7 @@ class FakeLLM:
         self.headers: list[dict[str, str]] = []
         self.calls = 0
         self.streamed = 0  # requests answered as a stream
+        self.faults: list[str] = []  # scripted outage, one entry per request: 500, hang, garbage
         self._runner: web.AppRunner | None = None
 
     async def start(self, kind: str, host: str = "127.0.0.1", port: int = 0) -> str:
@@ -262,6 +268,7 @@ class FakeLLM:
         self.kind = kind
         self.models = self.models or DEFAULT_MODELS[kind]
         app = web.Application()
+        app.router.add_post("/_fake/faults", self._set_faults)
         if kind == "openai":
             app.router.add_post("/v1/chat/completions", self._chat)
             app.router.add_get("/v1/models", self._list_models)
@@ -296,6 +303,23 @@ class FakeLLM:
             headers["request-id"] = "req_fake"
         return web.json_response(_error_body(self.kind, status, message), status=status, headers=headers)
 
+    async def _set_faults(self, request: web.Request) -> web.Response:
+        """Script the next requests' failures from another process (`just chaos`)."""
+        self.faults = [str(f) for f in await request.json()]
+        return web.json_response({"faults": len(self.faults)})
+
+    async def _fault(self) -> web.StreamResponse | None:
+        """The scripted failure for this request, if one is queued."""
+        if not self.faults:
+            return None
+        fault = self.faults.pop(0)
+        if fault == "hang":
+            await asyncio.sleep(3600)
+        if fault == "garbage":
+            return web.Response(text='{"id": "chatcmpl-broken", "choices": [', status=200,
+                                content_type="application/json")
+        return self._error(int(fault) if fault.isdigit() else 500, "Scripted outage.")
+
     def _authorised(self, request: web.Request) -> bool:
         """Whether the request carries the expected key (always, when no key is required)."""
         if not self.api_key:
@@ -312,6 +336,8 @@ class FakeLLM:
         except ValueError:
             return self._error(400, "The request body is not valid JSON.")
         self.requests.append(body)
+        if (failed := await self._fault()) is not None:
+            return failed
         if not self._authorised(request):
             return self._error(401, "Invalid API key.")
         model = str(body.get("model", ""))
