@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
 from actors.base import Actor
-from bus import Subscription
+from bus import Subscription, delivery
 from contracts import (
     MemorySave,
     MemorySearch,
@@ -21,6 +22,9 @@ from contracts import (
 log = logging.getLogger(__name__)
 
 MemoryInbox = MemorySave | MemorySearch | Recall
+#: A store failure is retried by redelivery this many times, then the tool call is answered
+#: with the failure: remembering is a side effect, the turn must go on.
+SOFT_AFTER = 3
 
 
 class MemoryActor(Actor):
@@ -66,12 +70,26 @@ class MemoryActor(Actor):
             ok, text = True, f"Saved as memory {mem_id} ({kind})."
         except ValueError as exc:
             ok, text = False, f"Not saved: {exc}"
-        await self._publish_stats()
+        except Exception as exc:  # noqa: BLE001 - the store failing (disk full, read-only)
+            if delivery() < SOFT_AFTER:
+                raise  # maybe passing: JetStream delivers it again shortly
+            log.exception("memory save failed; answering the call without it")
+            ok, text = False, f"Not saved: the memory store failed ({exc}). Go on without it."
+        with contextlib.suppress(Exception):  # counts are for /memory: not worth a failure
+            await self._publish_stats()
         if msg.for_call is not None:
             await self._answer(msg.for_call, ok, text)
 
     async def _search(self, msg: MemorySearch) -> None:
-        hits = await asyncio.to_thread(self.store.search, msg.query, max(1, min(msg.limit, 20)))
+        try:
+            hits = await asyncio.to_thread(
+                self.store.search, msg.query, max(1, min(msg.limit, 20)))
+        except Exception as exc:  # noqa: BLE001 - as for saves: retry, then answer without
+            if delivery() < SOFT_AFTER or msg.for_call is None:
+                raise
+            log.exception("memory search failed; answering the call without it")
+            await self._answer(msg.for_call, False, f"The memory store failed ({exc}).")
+            return
         if hits:
             text = "\n".join(f"- [{h.kind}] {h.content} (id {h.id})" for h in hits)
         else:

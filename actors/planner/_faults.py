@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from actors.planner.state import SessionState, TurnState
+from actors.planner.state import SessionState, TurnState, dump
 from contracts import (
     DeadLetter,
     LlmProgress,
@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 #: Tools whose failure a turn survives: remembering is a side effect, not the answer.
 OPTIONAL_TOOLS = frozenset({"memory_save", "memory_search"})
 OUTAGE_KEY = "outage"  # in the sessions bucket: the model outage the owner was told about
+STATE_LIMIT = 900_000  # bytes of one session's state; the server refuses over 1 MiB
+TOO_LARGE = ("Sorry, this message ({kib} KiB) is too large for me to work with, so I dropped "
+             "it. Send it in smaller parts, or as a file.")
 RETRY_HINT = "Send /retry to try this message again, or /reset if the conversation stays stuck."
 
 
@@ -233,6 +236,27 @@ class TurnFaults:
         turn.deadline = self.clock() + self.config.planner.model_silence_secs
         turn.progress = msg.reason or "working"
         return True
+
+    # -- a state too large to keep -----------------------------------------------------------
+
+    async def _fit(self, state: SessionState) -> bytes:
+        """The state encoded under the KV payload limit: history goes first, then the turn.
+
+        A state that cannot be saved would fail every later event of the session.
+        """
+        data = dump(state)
+        while len(data) > STATE_LIMIT and state.history:
+            state.history = state.history[len(state.history) // 2 + 1 :]
+            data = dump(state)
+        if len(data) > STATE_LIMIT and state.active is not None:
+            size = len(state.active.request.text) // 1024
+            await self._finish(state, TOO_LARGE.format(kib=size), record=False)
+            data = dump(state)
+        if len(data) > STATE_LIMIT:
+            state.failed = None
+            state.queue = [q for q in state.queue if len(q.text) < STATE_LIMIT // 8]
+            data = dump(state)
+        return data
 
     # -- /reset and /retry -----------------------------------------------------------------
 

@@ -18,7 +18,7 @@ import msgspec
 from actors.base import Actor
 from actors.planner import context
 from actors.planner._faults import TurnFaults
-from actors.planner.state import SessionState, TurnState, dump, load
+from actors.planner.state import SessionState, TurnState, load
 from bus import PublishError, Subscription
 from contracts import (
     ChatMessage,
@@ -96,7 +96,8 @@ class PlannerActor(Actor, TurnFaults):
         return load(await self.bus.kv_get(self.subjects.kv_sessions, self._key(session)), session)
 
     async def _save(self, state: SessionState) -> None:
-        await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session), dump(state))
+        await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session),
+                              await self._fit(state))
 
     def _lock(self, session: str) -> asyncio.Lock:
         return self._locks.setdefault(session, asyncio.Lock())

@@ -388,7 +388,7 @@ async def test_commands_answer_in_the_chat_and_never_reach_the_agent(
     assert "telegram-poll" in health["loops"] and health["info"]["telegram"]["bot"] == \
         f"@{BOT_USERNAME}"
     owner = " | ".join(m["text"] for m in tg.messages_to(OWNER))  # notices may interleave
-    for answer in ("/approve ID", "No supervisor status yet", "history was cleared", "tokens"):
+    for answer in ("/approve ID", "No supervisor status yet", "was reset", "tokens"):
         assert answer in owner
     assert tg.messages_to(FRIEND)[0]["text"] == "Only the owner can use that command."
     assert await turns(bus) == []
