@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import heapq
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -46,8 +47,9 @@ class Subscription:
     ack_wait: float = 10.0  # in_progress every ack_wait/3 keeps long work; a crash frees it fast
     max_deliver: int = 5  # attempts; one extra delivery catches crash loops
     max_ack_pending: int = 256
-    concurrency: int = 16
-    ordered_by: str = "session"  # attribute that keys in-order handling; "" for none
+    concurrency: int = 16  # handlers running at once (messages queued behind their key wait apart)
+    ordered_by: str = "session"  # attribute (dotted path) keying in-order handling; "" for none
+    first_by: str = "is_owner"  # messages with this attribute true take free slots first
     dedupe: bool = True  # skip messages already handled (done marker in KV)
 
 
@@ -120,12 +122,53 @@ async def ensure_consumer(bus: Bus, sub: Subscription) -> None:
         raise provision_failed(f"{what} the consumer {sub.durable} on {sub.stream}", exc) from exc
 
 
+class _Slots:
+    """A semaphore whose waiters marked `first` are served before the others (FIFO within)."""
+
+    def __init__(self, n: int) -> None:
+        self.free = n
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = 0
+
+    async def acquire(self, first: bool) -> None:
+        if self.free > 0 and not self._waiting:
+            self.free -= 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._seq += 1
+        heapq.heappush(self._waiting, (0 if first else 1, self._seq, fut))
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # handed a slot while being cancelled: pass it on
+            raise
+
+    def release(self) -> None:
+        while self._waiting:
+            _, _, fut = heapq.heappop(self._waiting)
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self.free += 1
+
+
 @dataclass
 class ConsumerStats:
     handled: int = 0
     failed: int = 0
     dead_lettered: int = 0
     last_fetch_ok: float = field(default_factory=time.time)
+
+
+def _attr(msg: Any, path: str) -> str:
+    """The ordering key: a (dotted) attribute of the message, "" when absent or not set."""
+    value = msg
+    for name in path.split(".") if path else ():
+        value = getattr(value, name, None)
+        if value is None:
+            return ""
+    return str(value) if path and value else ""
 
 
 class Consumer:
@@ -141,7 +184,9 @@ class Consumer:
         self.handler = handler
         self.stats = ConsumerStats()
         self._locks: dict[str, list[Any]] = {}  # key -> [lock, holders + waiters]
-        self._inflight = 0
+        self._inflight = 0  # fetched and not yet settled
+        self._queued = 0  # of those, waiting behind an earlier message with the same key
+        self._slots = _Slots(sub.concurrency)
         self._psub: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -162,17 +207,28 @@ class Consumer:
                 with contextlib.suppress(Exception):
                     await self._psub.unsubscribe()
 
+    def _room(self) -> int:
+        """How many more messages to fetch now.
+
+        Messages queued behind their key (one session's burst) take no room, so they cannot
+        starve other keys; up to `concurrency` more than can run are fetched, so a waiting
+        owner message can take the next free slot ahead of others. JetStream's
+        max_ack_pending bounds the total.
+        """
+        busy = self._inflight - self._queued
+        return min(2 * self.sub.concurrency - busy, self.sub.max_ack_pending - self._inflight)
+
     async def _fetch_loop(self) -> None:
         failures = 0
         while not self._stopping.is_set():
             # Saturated with in-flight work: wait (still alive) instead of fetching more.
-            while self._inflight >= self.sub.concurrency:
+            while self._room() <= 0:
                 self.stats.last_fetch_ok = time.time()
                 await asyncio.sleep(0.05)
             try:
                 if self._psub is None:
                     self._psub = await self._subscribe()
-                msgs = await self._fetch(self._psub, self.sub.concurrency - self._inflight)
+                msgs = await self._fetch(self._psub, self._room())
                 self.stats.last_fetch_ok = time.time()
                 failures = 0
             except asyncio.CancelledError:
@@ -254,29 +310,45 @@ class Consumer:
                 f"{self.sub.max_deliver} times"
             )
             return
-        key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
+        key = _attr(msg, self.sub.ordered_by)
+        first = bool(self.sub.first_by and getattr(msg, self.sub.first_by, False))
         # in_progress from the moment of fetch: waiting behind the session lock counts too
         beat = asyncio.create_task(self._keep_alive(raw))
         try:
-            if key:
-                async with self._ordered(key):
+            async with self._ordered(key):
+                await self._slots.acquire(first)
+                try:
                     await self._handle(raw, msg, deliveries)
-            else:
-                await self._handle(raw, msg, deliveries)
+                finally:
+                    self._slots.release()
         finally:
             beat.cancel()
 
     @contextlib.asynccontextmanager
     async def _ordered(self, key: str) -> AsyncIterator[None]:
         """FIFO per key; the lock is dropped once nobody holds or waits for it."""
+        if not key:
+            yield
+            return
         entry = self._locks.get(key)
         if entry is None:
             entry = self._locks[key] = [asyncio.Lock(), 0]
         entry[1] += 1
+        queued = entry[0].locked()
+        self._queued += queued
         try:
-            async with entry[0]:
-                yield
+            await entry[0].acquire()
+        except BaseException:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[key]
+            raise
         finally:
+            self._queued -= queued
+        try:
+            yield
+        finally:
+            entry[0].release()
             entry[1] -= 1
             if entry[1] == 0:
                 del self._locks[key]

@@ -49,8 +49,9 @@ class ChannelActor(Actor):
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
-        # Outbound is ordered per sink chat, so a session's replies arrive in order.
-        out = Subscription(s.stream_out, "channel-out", (f"{s.p}.out.>",), ordered_by="")
+        # Outbound is ordered per sink chat, so a chat's replies arrive in order, and a chat
+        # with many replies waiting (a burst) holds one handler slot, not all of them.
+        out = Subscription(s.stream_out, "channel-out", (f"{s.p}.out.>",), ordered_by="sink.chat")
         cmd = Subscription(s.stream_cmd, "channel-cmd", (s.cmd("channel", "*"),), ordered_by="chat")
         # Live previews of answers being written; idempotent edits, so no handled-markers.
         preview = Subscription(s.stream_evt, "channel-preview", (f"{s.p}.evt.llm.preview.>",),

@@ -228,3 +228,71 @@ async def test_oversized_payload_is_refused_with_a_clear_error(bus: Bus, size: i
 
     with pytest.raises(PublishError, match="over the 1 MiB limit"):
         await bus.publish(bus.subjects.cmd("test", "x"), inp("big", text="x" * size))
+
+
+async def test_one_keys_burst_does_not_starve_another_key(bus: Bus) -> None:
+    """A burst queued behind one key takes no handler slots: another key is served at once."""
+    release = asyncio.Event()
+    order: list[str] = []
+
+    async def handler(m: TerminalInput) -> None:
+        order.append(m.id)
+        if m.chat == "burst":
+            await release.wait()
+
+    async with running(bus, handler, ordered_by="chat", concurrency=2):
+        for i in range(20):
+            await bus.publish(bus.subjects.cmd("test", "a"), inp(f"b{i}", chat="burst"))
+        await bus.publish(bus.subjects.cmd("test", "a"), inp("other", chat="other"))
+        async with asyncio.timeout(15):
+            while "other" not in order:  # noqa: ASYNC110 - handled while the burst is stuck
+                await asyncio.sleep(0.02)
+        assert order == ["b0", "other"]
+        release.set()
+        async with asyncio.timeout(15):
+            while len(order) < 21:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+    assert [i for i in order if i != "other"] == [f"b{i}" for i in range(20)]
+
+
+async def test_owner_messages_take_free_slots_first(bus: Bus) -> None:
+    from contracts import Sink, TurnRequest
+
+    s = bus.subjects
+    sub = Subscription(s.stream_cmd, "owner-first", (f"{s.p}.cmd.test.>",), concurrency=2)
+    gate = asyncio.Event()
+    order: list[str] = []
+
+    async def handler(m: TurnRequest) -> None:
+        order.append(m.id)
+        if m.id in ("u0", "u1"):
+            await gate.wait()
+
+    def turn(i: str, owner: bool) -> TurnRequest:
+        return TurnRequest(id=i, session=i, principal="p", text="t", is_owner=owner,
+                           reply_to=Sink(channel="terminal", chat="c"))
+
+    consumer = Consumer(bus, "tester", sub, TurnRequest, handler)
+    task = asyncio.create_task(consumer.run())
+    try:
+        for i in range(2):  # both slots taken
+            await bus.publish(s.cmd("test", "a"), turn(f"u{i}", False))
+        async with asyncio.timeout(15):
+            while len(order) < 2:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        # different sessions, nothing orders them but arrival; fetched ahead, waiting for slots
+        await bus.publish(s.cmd("test", "a"), turn("u2", False))
+        await bus.publish(s.cmd("test", "a"), turn("owner", True))
+        async with asyncio.timeout(15):
+            while consumer._inflight < 4:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        gate.set()
+        async with asyncio.timeout(15):
+            while len(order) < 4:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+    finally:
+        await consumer.stop(1)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert order[2:] == ["owner", "u2"]
