@@ -30,6 +30,10 @@ class PublishError(Exception):
     """JetStream did not confirm a publish."""
 
 
+class PayloadTooLarge(PublishError):
+    """The message is over the server's payload limit: no retry can store it."""
+
+
 class ProvisionError(Exception):
     """A stream, bucket or consumer is missing (or different) and could not be made right."""
 
@@ -231,7 +235,8 @@ class Bus:
             hdrs.update(headers)
         data = encode(msg)
         if len(data) > MAX_PAYLOAD:
-            raise PublishError(f"payload of {len(data)} bytes is over the 1 MiB limit ({subject})")
+            raise PayloadTooLarge(
+                f"payload of {len(data)} bytes is over the 1 MiB limit ({subject})")
         last: Exception | None = None
         for attempt in range(6):
             try:

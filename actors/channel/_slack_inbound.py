@@ -141,6 +141,11 @@ class Inbound:
         body = guard.text
         if group:  # several people share a thread; the model needs to know who speaks
             body = f"[{principal.rsplit(':', 1)[-1]}] {body}"
+        limited = self.actor.rate.check(principal, is_owner)
+        if limited is not None:
+            if limited:
+                await self._notice(sink, limited, f"{input_id}:slow-down")
+            return
         turn = TurnRequest(id=input_id, session=session, principal=principal, text=body,
                            reply_to=sink, is_owner=is_owner)
         await self.bus.publish(self.subjects.inbound("slack", sink.chat), turn)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.channel._telegram_media import download_media
 from actors.channel.commands import CommandContext, handle_command
+from bus import PayloadTooLarge
 from contracts import (
     ApprovalDecision,
     ApprovalRequest,
@@ -43,6 +44,14 @@ UNSUPPORTED = (
     "message is not supported."
 )
 GROUPS = ("group", "supergroup")
+#: Characters of one message kept as a turn: the turn, its history and its model request each
+#: travel as one bus message, limited to 1 MiB.
+MAX_TEXT = 100_000
+TRUNCATED = (
+    "Your message was very long ({chars} characters); I kept only the first {kept} and cut "
+    "the rest. Send longer texts as a file."
+)
+TOO_LARGE = "That message is too large for me to store, so I skipped it. Try sending it as a file."
 
 
 class Inbound:
@@ -108,16 +117,29 @@ class Inbound:
         if answer is not None:
             await self.notify(f"{base}:command", sink, answer)
             return
+        limited = self.a.actor.rate.check(principal, ctx.is_owner)
+        if limited is not None:
+            if limited:
+                await self.notify(f"{base}:slow-down", sink, limited)
+            return
         attachments = await download_media(self.a, update.update_id, msg)
         if not text.strip() and not attachments:
             if not group:
                 await self.notify(f"{base}:unsupported", sink, UNSUPPORTED)
             return
+        if len(text) > MAX_TEXT:  # it could never be stored whole (1 MiB per message)
+            await self.notify(f"{base}:truncated", sink, TRUNCATED.format(
+                chars=len(text), kept=MAX_TEXT))
+            text = text[:MAX_TEXT] + f"\n[... cut here: the message had {len(text)} characters]"
         turn = TurnRequest(
             id=base, session=session, principal=principal, text=text, reply_to=sink,
             is_owner=ctx.is_owner, attachments=attachments,
         )
-        await self.a.bus.publish(self.a.subjects.inbound("telegram", sink.chat), turn)
+        try:
+            await self.a.bus.publish(self.a.subjects.inbound("telegram", sink.chat), turn)
+        except PayloadTooLarge:  # still too large (attachments): refuse it, move on
+            await self.notify(f"{base}:too-large", sink, TOO_LARGE)
+            return
         self.a.typing.start(base, sink)
 
     def _addressed(self, msg: Any, text: str) -> tuple[bool, str]:

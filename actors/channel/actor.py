@@ -34,6 +34,9 @@ class ChannelActor(Actor):
     name = "channel"
 
     async def on_start(self) -> None:
+        from actors.channel._ratelimit import UserRateLimit
+
+        self.rate = UserRateLimit(self.config.channels.user_rate_per_min)
         self.adapters: dict[str, Adapter] = {}
         for name, target in ADAPTERS.items():
             module, cls_name = target.split(":")

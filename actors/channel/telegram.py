@@ -31,7 +31,7 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from bus import PublishError, Reject, Retry
+from bus import PayloadTooLarge, PublishError, Reject, Retry
 from contracts import (
     ApprovalPrompt,
     DeadLetter,
@@ -272,6 +272,11 @@ class TelegramAdapter(Adapter):
             attempt += 1
             try:
                 await self.inbound.handle(update)
+                return
+            except PayloadTooLarge as exc:  # can never be stored: no retry will help
+                log.warning("update %s is too large to store; dead-lettering it",
+                            update.update_id)
+                await self._dead_letter(update, exc, attempt)
                 return
             except (PublishError, nats.errors.Error, ConnectionError, TimeoutError) as exc:
                 if not forever:

@@ -46,6 +46,11 @@ class TerminalAdapter(Adapter):
         if guard.action == "block":
             await self._deliver(update, "notice", guard.text)
             return
+        limited = self.actor.rate.check(principal, is_owner)
+        if limited is not None:
+            if limited:
+                await self._deliver(update, "notice", limited)
+            return
         turn = TurnRequest(
             id=f"terminal:{update.id}", session=principal, principal=principal,
             text=guard.text, reply_to=Sink(channel="terminal", chat=update.chat),
