@@ -87,7 +87,7 @@ GRANTS: dict[str, Grant] = {
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
                  "evt.flatline.enable_task.>"),
         subscribe=(">",),
-        kv_read=("state", "tools"),
+        kv_read=("state", "tools", "health"),  # health: `status` checks the actors' own reports
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
 from typing import Any
 
+import msgspec
+
 from bus import Bus
+from contracts import Health
 from contracts.config import Settings
 from state.holds import disabled_tasks, quarantined_tools
+from supervisor.process.status import judge, status_warnings
 from supervisor.process.up import running_instance
+
+_health = msgspec.json.Decoder(Health)
 
 
 def nats_url(settings: Settings) -> str:
@@ -85,13 +92,30 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         status["streams"] = streams
         executor = await bus.kv_get(bus.subjects.kv_state, "executor")  # sandbox facts
         status["executor"] = json.loads(executor) if executor else {}
-        return status
+        health = await actor_health(bus)
+        return judge(status, health, time.time(), settings.config.supervisor.stale_after_secs)
     finally:
         await bus.close()
 
 
+async def actor_health(bus: Bus) -> dict[str, Health]:
+    """Each actor's own last health report (true even when the supervisor's record is not)."""
+    out: dict[str, Health] = {}
+    try:
+        names = await bus.kv_keys(bus.subjects.kv_health)
+    except Exception:  # noqa: BLE001 - no bucket yet: nothing reported
+        return out
+    for name in names:
+        raw = await bus.kv_get(bus.subjects.kv_health, name)
+        if raw:
+            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                out[name] = _health.decode(raw)
+    return out
+
+
 def render_status(status: dict[str, Any]) -> str:
     """A readable table of actors, then NATS, stream counts and Flatline's interventions."""
+    warnings = status_warnings(status)
     rows = [("ACTOR", "PID", "HEALTHY", "STATE", "RESTARTS", "LAST CRASH")]
     for a in status.get("actors", []):
         rows.append((
@@ -117,6 +141,7 @@ def render_status(status: dict[str, Any]) -> str:
     for task, rec in (status.get("disabled_tasks") or {}).items():
         lines.append(f"disabled task {task}: {rec.get('reason', '')} "
                      f"(`wintermute tasks enable {task}`)")
+    lines += warnings
     recent = [i for i in status.get("interventions") or [] if i.get("kind") != "restart"][-5:]
     if recent:
         lines.append("recent interventions:")

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from contracts import Health
+
 if TYPE_CHECKING:
     from supervisor.process.supervisor import Supervisor
 
@@ -46,6 +48,62 @@ def build_status(sup: Supervisor) -> dict[str, Any]:
         "interventions": list(sup.announce.recent)[-10:],
         "dead_letters_seen": sup.dead_letters,
     }
+
+
+def judge(status: dict[str, Any], health: dict[str, Health], now: float,
+          stale_after: float) -> dict[str, Any]:
+    """Check the supervisor's record against the actors' own health reports.
+
+    The record is only as fresh as the supervisor's last write: when it stopped (a full disk,
+    a hung supervisor) it is flagged stale with its age, and each actor's health is taken from
+    what the actor itself last reported. The planner's report lists turns in progress.
+    """
+    updated = float(status.get("updated") or 0)
+    status["age_secs"] = round(now - updated, 1) if updated else None
+    status["stale"] = not updated or now - updated > stale_after
+    known = {a["name"] for a in status.get("actors", [])}
+    for name in sorted(set(health) - known):
+        status.setdefault("actors", []).append({"name": name, "state": "unknown"})
+    for actor in status.get("actors", []):
+        h = health.get(actor["name"])
+        actor["health_age_secs"] = round(now - h.ts, 1) if h else None
+        if status["stale"]:
+            actor["healthy"] = h is not None and now - h.ts <= stale_after
+            actor["pid"] = actor.get("pid") or (h.pid if h else None)
+    planner = health.get("planner")
+    turns = dict(planner.info) if planner else {}
+    status["turns"] = {"active_turns": turns.get("active_turns", 0),
+                       "stuck_turns": turns.get("stuck_turns", 0),
+                       "turns": turns.get("turns", [])}
+    return status
+
+
+def status_warnings(status: dict[str, Any]) -> list[str]:
+    """Plain sentences for `status` about what is wrong beyond the actor table."""
+    lines = []
+    if status.get("stale"):
+        age = status.get("age_secs")
+        when = f"is {age:.0f} s old" if age is not None else "is missing"
+        lines.append(
+            f"WARNING: the supervisor's status record {when}: the supervisor is not updating it "
+            "(is `wintermute up` running? is the disk full?). Health below is from the actors' "
+            "own reports.")
+    storage = status.get("storage") or {}
+    if storage.get("full"):
+        lines.append(f"WARNING: {storage.get('note', 'the message store is full')}")
+    turns = status.get("turns") or {}
+    if turns.get("active_turns"):
+        lines.append(f"turns in progress: {turns['active_turns']}, stuck: "
+                     f"{turns.get('stuck_turns', 0)}")
+        for t in turns.get("turns", []):
+            if t.get("stuck") or t.get("age_secs", 0) > 120:
+                mark = "STUCK" if t.get("stuck") else "long-running"
+                lines.append(
+                    f"  {mark} {t['session']}: {t['phase']} step for {t['step_secs']:.0f} s, "
+                    f"turn {t['age_secs']:.0f} s old, {t.get('queued', 0)} waiting"
+                    + (f" ({t['progress']})" if t.get("progress") else "")
+                    + (" - /reset in that chat clears it" if t.get("stuck") else ""))
+    return lines
 
 
 def write_runtime(path: Path, data: dict[str, Any]) -> None:
