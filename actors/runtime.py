@@ -13,7 +13,7 @@ from typing import Any
 
 from actors import ACTORS
 from actors.base import Actor
-from bus import Bus, Consumer, ProvisionError, tracing
+from bus import Bus, Consumer, ProvisionError, lost, tracing
 from bus import logs as buslogs
 from contracts import Health
 from contracts.config import Settings
@@ -126,6 +126,7 @@ class ActorProcess:
 async def run_actor(name: str, settings: Settings) -> None:
     """Entry point of `wintermute actor NAME`."""
     buslogs.setup(name, settings.config.logging.level)
+    lost.set_path(settings.home / "logs" / "lost.jsonl")
     tracing.setup(f"wintermute-{name}", settings.config.telemetry.traces,
                   settings.home / "logs" / "traces.jsonl")
     cls = actor_class(name)

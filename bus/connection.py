@@ -34,6 +34,20 @@ class PayloadTooLarge(PublishError):
     """The message is over the server's payload limit: no retry can store it."""
 
 
+class StoreFull(PublishError):
+    """JetStream refused the message for lack of storage ("insufficient resources")."""
+
+
+STORE_FULL = (
+    "my message store is full (the disk is out of space), so nothing new can be stored until "
+    "space is freed"
+)
+
+
+def _store_full(exc: BaseException) -> bool:
+    return getattr(exc, "err_code", None) == 10047 or "insufficient resources" in str(exc).lower()
+
+
 class ProvisionError(Exception):
     """A stream, bucket or consumer is missing (or different) and could not be made right."""
 
@@ -245,6 +259,8 @@ class Bus:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - retried: server restarting, no responders
+                if _store_full(exc):  # not a passing fault: say so at once
+                    raise StoreFull(f"JetStream did not accept {subject}: {STORE_FULL}") from exc
                 last = exc
                 await asyncio.sleep(min(0.2 * 2**attempt, 3.0))
         raise PublishError(f"JetStream did not accept {subject}: {last}")

@@ -17,9 +17,9 @@ from nats.aio.msg import Msg as NatsMsg
 from nats.js import api
 from nats.js.errors import NotFoundError
 
-from bus import logs, tracing
+from bus import logs, lost, tracing
 from bus.codec import decoder_for
-from bus.connection import Bus, provision_failed
+from bus.connection import Bus, StoreFull, provision_failed
 from contracts import DeadLetter, Msg, short_hash
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class Subscription:
 
 
 Handler = Callable[[Any], Awaitable[None]]
+STORE_FULL_DELAY = 15.0  # the supervisor re-checks free space every 10 s
 
 _delivery: contextvars.ContextVar[int] = contextvars.ContextVar("delivery", default=1)
 
@@ -378,6 +379,9 @@ class Consumer:
         except Retry as exc:
             log.info("retry requested: %s", exc)
             await raw.nak(delay=exc.delay)
+        except StoreFull as exc:  # not this message's fault: wait for the space to come back
+            log.warning("%s; trying again in %.0f s", exc, STORE_FULL_DELAY)
+            await raw.nak(delay=STORE_FULL_DELAY)
         except Exception as exc:  # noqa: BLE001 - a failing handler must not kill the actor
             self.stats.failed += 1
             log.exception("handler failed")
@@ -412,6 +416,13 @@ class Consumer:
             headers={k: v for k, v in (raw.headers or {}).items()},
         )
         log.warning("dead-lettering: %s", reason)
-        await self.bus.publish(self.bus.subjects.dlq(self.actor), letter)
+        try:
+            await self.bus.publish(self.bus.subjects.dlq(self.actor), letter)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the store is full or away: keep it locally
+            if not lost.keep("deadletter", f"could not be dead-lettered: {exc}",
+                             msgspec.to_builtins(letter)):
+                raise  # nowhere to keep it: leave the message to be delivered again
         await raw.term()
         self.stats.dead_lettered += 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
+import time
 from typing import Any
 
 from actors.base import Actor
@@ -15,6 +17,7 @@ from contracts import (
     LlmPreview,
     Notice,
     Reply,
+    Sink,
     TerminalInput,
     short_hash,
 )
@@ -28,6 +31,16 @@ ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
 ADAPTERS["slack"] = "actors.channel.slack:SlackAdapter"
 ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
 NO_REPLY = "[NO_REPLY]"
+STORE_FULL_EVERY = 600.0  # seconds between "the store is full" notices to one chat
+STORE_FULL_USER = (
+    "I can't take new messages right now: my storage is full. I'll pick yours up as soon as "
+    "there is room again; if no answer comes, please send it again later."
+)
+STORE_FULL_OWNER = (
+    "The disk is full: my message store refuses new messages, so users' messages wait and "
+    "replies are delayed. Free some space on the disk holding {home}/data; I resume by myself "
+    "(`wintermute status` shows the store)."
+)
 
 
 class ChannelActor(Actor):
@@ -36,6 +49,7 @@ class ChannelActor(Actor):
     async def on_start(self) -> None:
         from actors.channel._ratelimit import UserRateLimit
 
+        self._told_full: dict[str, float] = {}  # chat -> when it was told the store is full
         self.rate = UserRateLimit(self.config.channels.user_rate_per_min)
         self.adapters: dict[str, Adapter] = {}
         for name, target in ADAPTERS.items():
@@ -45,6 +59,25 @@ class ChannelActor(Actor):
                 self.adapters[name] = cls(self)
         for adapter in self.adapters.values():
             await adapter.start()
+
+    async def store_full(self, sink: Sink | None) -> None:
+        """The store refused a message: tell its sender and the owner directly, once a while."""
+        now = time.monotonic()
+        owner = Sink.parse(self.config.owner.sink)
+        told = self._told_full
+        for target, text in ((sink, STORE_FULL_USER), (owner, STORE_FULL_OWNER)):
+            if target is None or now - told.get(str(target), -1e9) < STORE_FULL_EVERY:
+                continue
+            told[str(target)] = now
+            adapter = self.adapters.get(target.channel)
+            if adapter is None:
+                continue
+            try:
+                await adapter.direct(target, text.format(home=self.home))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - best effort: status shows it too
+                log.warning("could not tell %s that the store is full: %s", target, exc)
 
     async def on_stop(self) -> None:
         for adapter in self.adapters.values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contracts import ApprovalPrompt, LlmPreview, Notice, Reply
+from contracts import ApprovalPrompt, LlmPreview, Notice, Reply, Sink
 
 
 class Adapter:
@@ -39,6 +39,11 @@ class Adapter:
 
     async def suppressed(self, msg: Reply) -> None:
         """A reply the agent chose not to send ([NO_REPLY] or empty)."""
+
+    async def direct(self, sink: Sink, text: str) -> None:
+        """Say something at once without the message store (it may be full): no exactly-once
+        marker, so only for notices that may at worst arrive twice."""
+        raise NotImplementedError(f"the {self.channel} adapter cannot send without the store")
 
     async def preview(self, msg: LlmPreview) -> None:
         """The answer so far of a turn still being written; adapters without previews ignore it."""

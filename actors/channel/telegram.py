@@ -31,13 +31,14 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from bus import PayloadTooLarge, PublishError, Reject, Retry
+from bus import PayloadTooLarge, PublishError, Reject, Retry, StoreFull
 from contracts import (
     ApprovalPrompt,
     DeadLetter,
     LlmPreview,
     Notice,
     Reply,
+    Sink,
     short_hash,
 )
 from kit.redact import redact_patterns
@@ -273,6 +274,11 @@ class TelegramAdapter(Adapter):
             try:
                 await self.inbound.handle(update)
                 return
+            except StoreFull:  # tell them without the store; keep the update until there is room
+                await self.actor.store_full(self._sink_of(update))
+                log.warning("update %s not stored: the store is full; retrying",
+                            update.update_id)
+                await asyncio.sleep(min(2.0 * attempt, 15.0))
             except PayloadTooLarge as exc:  # can never be stored: no retry will help
                 log.warning("update %s is too large to store; dead-lettering it",
                             update.update_id)
@@ -292,6 +298,15 @@ class TelegramAdapter(Adapter):
                               attempt)
                 await self._dead_letter(update, exc, attempt)
                 return
+
+    @staticmethod
+    def _sink_of(update: Any) -> Sink | None:
+        chat = update.effective_chat
+        return Sink(channel="telegram", chat=str(chat.id)) if chat is not None else None
+
+    async def direct(self, sink: Sink, text: str) -> None:
+        thread = int(sink.thread) if sink.thread.isdigit() else None
+        await self.bot.send_message(int(sink.chat), text, message_thread_id=thread)
 
     async def _dead_letter(self, update: Any, exc: BaseException, attempts: int) -> None:
         payload = redact_patterns(json.dumps(update.to_dict(), default=str))[0][:65536]

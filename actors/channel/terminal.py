@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
+
+import msgspec
 
 from actors.channel.adapter import Adapter
 from actors.channel.commands import CommandContext, handle_command
+from bus import Retry, StoreFull
 from contracts import (
     ApprovalPrompt,
     Delivered,
@@ -56,7 +60,18 @@ class TerminalAdapter(Adapter):
             text=guard.text, reply_to=Sink(channel="terminal", chat=update.chat),
             is_owner=is_owner,
         )
-        await self.bus.publish(self.subjects.inbound("terminal", update.chat), turn)
+        try:
+            await self.bus.publish(self.subjects.inbound("terminal", update.chat), turn)
+        except StoreFull:
+            await self.actor.store_full(Sink(channel="terminal", chat=update.chat))
+            raise Retry("the message store is full", delay=15) from None
+
+    async def direct(self, sink: Sink, text: str) -> None:
+        # `wintermute chat` listens on the subject itself: a core publish reaches it unstored.
+        out = Delivered(id=f"direct:{time.time_ns()}", chat=sink.chat, kind="notice", text=text,
+                        ref="")
+        await self.bus.nc.publish(self.subjects.evt("channel", "delivered", sink.chat),
+                                  msgspec.json.encode(out))
 
     async def _deliver(self, update: TerminalInput, kind: str, text: str) -> None:
         out = Delivered(id=f"{update.id}:{kind}", chat=update.chat, kind=kind, text=text,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 import re
 import shutil
 import signal
@@ -47,12 +49,15 @@ class EmbeddedNats:
     """A nats-server child process bound to 127.0.0.1 (with `config`: its users and permissions)."""
 
     def __init__(
-        self, store: Path, port: int = 0, log_path: Path | None = None, config: Path | None = None
+        self, store: Path, port: int = 0, log_path: Path | None = None, config: Path | None = None,
+        max_file_store: int | None = None,
     ) -> None:
         self.store = store
         self.port = port
         self.log_path = log_path
         self.config = config
+        self.max_file_store = max_file_store  # JetStream's disk limit; None: the server's 75 %
+        self._planned = ""  # why we stopped the server ourselves (restart_for)
         self.proc: asyncio.subprocess.Process | None = None
         self.restarts = 0
         self.last_exit = ""
@@ -78,8 +83,9 @@ class EmbeddedNats:
             server_binary(), "-js", "-sd", str(self.store), "-a", "127.0.0.1",
             "-p", str(self.port or -1),
         ]
-        if self.config is not None:  # authorization only; the flags above win over the file
-            args += ["-c", str(self.config)]
+        config = self._run_config()
+        if config is not None:  # authorization and limits; the flags above win over the file
+            args += ["-c", str(config)]
         self.proc = await asyncio.create_subprocess_exec(
             *args, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, preexec_fn=pdeathsig,
@@ -110,6 +116,26 @@ class EmbeddedNats:
         self._pump_task = asyncio.create_task(self._pump(self.proc, logfile))
         return self.url
 
+    def _run_config(self) -> Path | None:
+        """The config file to start with: the users' one, plus the storage limit if set."""
+        if self.max_file_store is None:
+            return self.config
+        data: dict[str, object] = {}
+        if self.config is not None:
+            data = json.loads(self.config.read_text())
+        data["jetstream"] = {"max_file_store": int(self.max_file_store)}
+        folder = self.config.parent if self.config is not None else self.store
+        path = folder / "server.run.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # hashes inside
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        return path
+
+    async def restart_for(self, reason: str) -> None:
+        """Stop the server so that supervise() starts it again (e.g. with a new limit)."""
+        self._planned = reason
+        await self._terminate()
+
     async def _pump(self, proc: asyncio.subprocess.Process, logfile: BinaryIO | None) -> None:
         assert proc.stdout is not None
         try:
@@ -132,7 +158,7 @@ class EmbeddedNats:
             code = await proc.wait()
             if self._stopping:
                 return
-            reason = describe_exit(code)
+            reason, self._planned = self._planned or describe_exit(code), ""
             down_at = time.monotonic()
             log.warning("nats-server exited (%s); restarting it on port %s", reason, self.port)
             while not self._stopping:

@@ -47,6 +47,7 @@ def build_status(sup: Supervisor) -> dict[str, Any]:
         "disabled_tasks": sup.flatline.disabled,
         "interventions": list(sup.announce.recent)[-10:],
         "dead_letters_seen": sup.dead_letters,
+        "storage": sup.storage.info if sup.storage is not None else {},
     }
 
 

@@ -28,6 +28,7 @@ from supervisor.process.natsserver import EmbeddedNats, describe_exit, exit_sent
 from supervisor.process.procs import actor_command, actor_env, pdeathsig
 from supervisor.process.restart import RestartPolicy
 from supervisor.process.status import build_status, update_runtime
+from supervisor.process.storage import StorageWatch
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class Supervisor:
         self.flatline = Flatline(settings, bus, self.announce)
         self.watch = HealthWatch(self.view, self.announce, self.cfg)
         self.dead_letters = 0
+        self.storage = StorageWatch(nats) if nats is not None else None
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._logs = settings.home / "logs"
@@ -103,6 +105,8 @@ class Supervisor:
                 self._tasks.append(asyncio.create_task(self._keep_running(name)))
         if self.nats is not None:
             self._tasks.append(asyncio.create_task(self.nats.supervise(self._nats_restarted)))
+            if self.storage is not None and self.nats.max_file_store is not None:
+                self._tasks.append(asyncio.create_task(self.storage.run()))
         self._tasks.append(asyncio.create_task(self._watch_health()))
         dlq = Consumer(
             self.bus, "supervisor",

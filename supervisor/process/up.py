@@ -10,13 +10,14 @@ import os
 import signal
 from pathlib import Path
 
-from bus import Bus
+from bus import Bus, lost
 from bus import logs as buslogs
 from contracts.config import Settings
 from supervisor.process import natsauth
 from supervisor.process.natsserver import EmbeddedNats
 from supervisor.process.provision import actor_subscriptions, provision_all
 from supervisor.process.status import write_runtime
+from supervisor.process.storage import measure
 from supervisor.process.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,7 @@ async def run_up(
     chat: bool = False,
 ) -> int:
     """Foreground: run until SIGINT/SIGTERM (or, with chat, end of input), then stop in order."""
+    lost.set_path(settings.home / "logs" / "lost.jsonl")
     buslogs.setup("supervisor", settings.config.logging.level,
                   settings.home / "logs" / "supervisor.log" if chat else None)
     home = settings.home
@@ -73,8 +75,9 @@ async def run_up(
         # Embedded: one NATS user per actor, plus the supervisor and the command line.
         auth = natsauth.prepare(home, Bus("", cfg.prefix).subjects, durables)
         user, password = auth.login("supervisor")
-        server = EmbeddedNats(home / "data" / "jetstream", nats_port or cfg.port,
-                              home / "logs" / "nats-server.log", config=auth.config)
+        store = home / "data" / "jetstream"
+        server = EmbeddedNats(store, nats_port or cfg.port, home / "logs" / "nats-server.log",
+                              config=auth.config, max_file_store=measure(store).limit)
         url = await server.start()
     bus = Bus(url, cfg.prefix, name="wintermute-supervisor")
     sup: Supervisor | None = None
