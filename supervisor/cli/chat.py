@@ -8,7 +8,7 @@ import uuid
 
 import msgspec
 
-from bus import Bus, codec
+from bus import Bus, PayloadTooLarge, PublishError, StoreFull, codec
 from contracts import Delivered, TerminalInput
 from contracts.config import Settings
 from supervisor.cli.client import connect
@@ -44,13 +44,35 @@ class ChatClient:
         await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
         return msg.id
 
+    async def try_send(self, text: str) -> str | None:
+        """send(), printing a sentence instead of a traceback when it cannot be stored."""
+        try:
+            return await self.send(text)
+        except PublishError as exc:
+            print(f"Not sent: {unsent_reason(exc)}", file=sys.stderr, flush=True)
+            return None
+
+
+def unsent_reason(exc: PublishError) -> str:
+    """Why a message could not be handed over, as a sentence with what to do."""
+    if isinstance(exc, StoreFull):
+        return ("the message store is full (the disk is out of space). Free some space on the "
+                "disk holding the home's data/ folder; wintermute resumes by itself, then send "
+                "it again.")
+    if isinstance(exc, PayloadTooLarge):
+        return "the message is over the 1 MiB limit; send it in smaller parts or as a file."
+    return f"{exc}. Check `wintermute status`, then send it again."
+
 
 async def chat_once(settings: Settings, text: str, chat: str, timeout: float) -> int:
     bus = await connect(settings, "chat")
     try:
         client = ChatClient(bus, chat)
         await client.start()
-        input_id = await client.send(text)
+        sent = await client.try_send(text)
+        if sent is None:
+            return 1
+        input_id = sent
         turn_id = f"terminal:{input_id}"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
@@ -119,7 +141,7 @@ async def chat_repl(settings: Settings, chat: str, bus: Bus | None = None) -> in
             if pending and text.lower() in ("y", "yes", "n", "no"):
                 verb = "/approve" if text.lower().startswith("y") else "/deny"
                 text = f"{verb} {pending.pop(0)}"
-            await client.send(text)
+            await client.try_send(text)
     finally:
         task.cancel()
         if own_bus:

@@ -33,6 +33,13 @@ class HealthView:
         # While NATS is away nobody can report; ages count from when it came back.
         self.bus_back_at = time.time()
         self.bus_down = False
+        self.store_full = False  # nobody can write health to a full store: judge nobody
+
+    def storage_changed(self, full: bool) -> None:
+        """The message store became full (or has room again: ages count from now)."""
+        if self.store_full and not full:
+            self.bus_back_at = time.time()
+        self.store_full = full
 
     async def refresh(self) -> bool:
         """Read every actor's record; False (and nothing judged) when NATS is unreachable."""
@@ -71,7 +78,7 @@ class HealthView:
 
     def hung_reason(self, name: str, pid: int | None, started: float, now: float) -> str:
         """Why the process `pid` of `name` counts as hung, or "" (also "" while NATS is away)."""
-        if self.bus_down or pid is None:
+        if self.bus_down or self.store_full or pid is None:
             return ""
         h = self.health.get(name)
         if h is None or h.pid != pid:

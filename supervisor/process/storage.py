@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,8 +94,9 @@ def report(store: Path, now: Storage, limit: int | None) -> dict[str, Any]:
 class StorageWatch:
     """Re-evaluates the embedded server's limit and restarts it when the disk changed."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: Any, on_full: Callable[[bool], None] | None = None) -> None:
         self.server = server  # EmbeddedNats: store, max_file_store, restart_for(reason)
+        self.on_full = on_full  # told whether the store is full after every check
         self._last_restart = 0.0
         self.info: dict[str, Any] = {"limit": server.max_file_store}  # for `status`
 
@@ -113,6 +115,8 @@ class StorageWatch:
         now = await asyncio.to_thread(measure, self.server.store)
         current = self.server.max_file_store
         self.info = report(self.server.store, now, current)
+        if self.on_full is not None:
+            self.on_full(bool(self.info["full"]))
         if current is None or not worth_restarting(current, now.limit):
             return False
         if time.monotonic() - self._last_restart < MIN_RESTART_GAP:

@@ -81,7 +81,7 @@ class Supervisor:
         self.flatline = Flatline(settings, bus, self.announce)
         self.watch = HealthWatch(self.view, self.announce, self.cfg)
         self.dead_letters = 0
-        self.storage = StorageWatch(nats) if nats is not None else None
+        self.storage = StorageWatch(nats, self.view.storage_changed) if nats is not None else None
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._logs = settings.home / "logs"
