@@ -18,9 +18,9 @@ import pytest
 from actors.planner.actor import PlannerActor
 from bus import Bus
 from bus.codec import encode
-from contracts import DeadLetter, LlmRequest
+from contracts import DeadLetter, Delivered, LlmRequest
 from contracts.config import Settings
-from tests.actors.harness import ALL, Running, actors, chat
+from tests.actors.harness import ALL, Chat, Running, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
@@ -203,3 +203,28 @@ async def test_a_dead_letter_of_the_active_turn_ends_it(
         assert "the llm actor gave up on it" in failed.text
         await running.start("llm")
         assert await c.ask("next one") == "echo: next one"
+
+
+async def test_one_sessions_burst_does_not_hold_up_another(
+    fake: FakeLLM, settings_for: SettingsFor
+) -> None:
+    """Ordering, not wall time: the owner's message is answered before the burst is through."""
+    settings = settings_for(**model(fake, WM__CHANNELS__USER_RATE_PER_MIN="0"))
+    async with actors(settings, *ALL), chat(settings) as owner, chat(settings, "alice") as alice:
+        burst = [await alice.say(f"burst {i}") for i in range(30)]
+        await owner.say("owner here")
+        first = await owner.next(("reply",), timeout=120)
+        assert first.text == "echo: owner here"
+        answered = [d for d in await drain(alice) if d.kind == "reply"]
+        assert len(answered) < len(burst)  # the owner did not wait for the whole burst
+        for _ in range(len(burst) - len(answered)):
+            answered.append(await alice.next(("reply",), timeout=120))
+    assert [d.text for d in answered] == [f"echo: burst {i}" for i in range(30)]
+
+
+async def drain(c: Chat) -> list[Delivered]:
+    """Everything delivered to this chat so far and not yet asked for."""
+    out, c.backlog = c.backlog, []
+    while not c.client.inbox.empty():
+        out.append(c.client.inbox.get_nowait())
+    return out
