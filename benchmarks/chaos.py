@@ -1,10 +1,13 @@
 """`just chaos`: a randomized fault campaign against a real `wintermute up`, printing figures.
 
-kill -9 of random actors at random points of turns, SIGSTOP of random actors, and the embedded
-nats-server killed under load; at the end every turn is counted from the streams: sent, lost,
-duplicated, and how long each kind of process took to come back.
+kill -9 of random actors at random points of turns, SIGSTOP of random actors, the embedded
+nats-server killed under load, then fault rounds (benchmarks/chaos_faults.py: memory store
+unwritable, model outage, oversized history, many chats at once); at the end every turn is
+counted from the streams: sent, lost, duplicated, stuck, and how long each kind of process took
+to come back.
 
-    python -m benchmarks.chaos [--kills 24] [--freezes 2] [--nats-kills 2] [--seed N]
+    python -m benchmarks.chaos [--kills 24] [--freezes 2] [--nats-kills 2] [--no-faults]
+                               [--seed N]
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from actors import ACTORS
+from benchmarks.chaos_faults import Round, fault_rounds, status_turns
 from benchmarks.chaos_kit import Driver, FakeModel, Instance, percentile, tally
 
 STALE = 8.0  # supervisor.stale_after_secs for the campaign
@@ -118,6 +122,10 @@ async def campaign(args: argparse.Namespace) -> int:
             await kill_rounds(inst, drv, rng, args.kills, ids, recovery)
             await freeze_rounds(inst, drv, rng, args.freezes, ids, detected)
             await nats_rounds(inst, drv, rng, args.nats_kills, ids, back, drained)
+            rounds: list[Round] = []
+            if args.faults:
+                print("fault rounds:", flush=True)
+                rounds = await fault_rounds(inst, drv, model)
             missing = await drv.wait(ids, 180)
             result = await tally(bus, ids)
             status = await inst.status()
@@ -143,7 +151,13 @@ async def campaign(args: argparse.Namespace) -> int:
         print(f"all in-flight turns answered:    {figures(drained)}")
     print(f"supervisor: nats restarts {status.get('nats', {}).get('restarts')}, actor restarts "
           f"{sum(a['restarts'] for a in status.get('actors', []))}")
-    return 1 if result.lost() or result.duplicated() or missing else 0
+    if rounds:
+        print("faults (lost / duplicated / stuck; what users were told):")
+        for rnd in rounds:
+            print(rnd.line())
+        print(f"status at the end: {status_turns(status)}")
+    bad = any(r.lost or r.duplicated or r.stuck for r in rounds)
+    return 1 if result.lost() or result.duplicated() or missing or bad else 0
 
 
 def main() -> None:
@@ -152,6 +166,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=24)
     parser.add_argument("--freezes", type=int, default=2)
     parser.add_argument("--nats-kills", type=int, default=2)
+    parser.add_argument("--no-faults", dest="faults", action="store_false",
+                        help="skip the memory, model, oversized and many-chats rounds")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     raise SystemExit(asyncio.run(campaign(parser.parse_args())))
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -51,16 +52,16 @@ def schedule(actor: LlmActor, req: LlmRequest, reason: str) -> float | None:
 
 async def retry_later(actor: LlmActor, req: LlmRequest, reason: str, delay: float) -> None:
     """Tell the planner the step is still alive, then hand the request back to JetStream."""
-    await progress(actor, req, reason=reason, retry_in=delay)
+    await progress(actor, req, "retry", reason=reason, retry_in=delay)
     raise Retry(reason, delay=delay)
 
 
-async def progress(actor: LlmActor, req: LlmRequest, *, reason: str = "",
+async def progress(actor: LlmActor, req: LlmRequest, seq: int | str, *, reason: str = "",
                    retry_in: float = 0.0) -> None:
     """One progress event for the planner's deadline; a lost one only shortens its patience."""
     attempt = delivery()
     event = LlmProgress(
-        id=f"{req.id}:progress:{attempt}:{int(time.time())}", session=req.session,
+        id=f"{req.id}:progress:{attempt}:{seq}", session=req.session,
         turn_id=req.turn_id, step=req.step, request_id=req.id, attempt=attempt,
         reason=reason[:300], retry_in=retry_in,
     )
@@ -78,9 +79,9 @@ async def working(actor: LlmActor, req: LlmRequest) -> AsyncIterator[None]:
     every = actor.config.models.progress_every_secs
 
     async def beat() -> None:
-        while True:
+        for seq in itertools.count(1):
             await asyncio.sleep(every)
-            await progress(actor, req, reason="waiting for the model")
+            await progress(actor, req, seq, reason="waiting for the model")
 
     task = asyncio.create_task(beat())
     try:

@@ -211,6 +211,8 @@ class TurnFaults:
             turn = state.active
             if turn is None or turn.turn_id != ref.turn_id:
                 return
+            if ref.step >= 0 and ref.step != turn.step:
+                return  # an earlier step's message: that step is already over
             why = f"the {letter.actor} actor gave up on it: {letter.reason[:300]}"
             if ref.type in ("memory.recall", "memory.recalled"):
                 if turn.phase != "recall":
