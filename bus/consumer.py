@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import heapq
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -18,6 +17,7 @@ from nats.js import api
 from nats.js.errors import NotFoundError
 
 from bus import logs, lost, tracing
+from bus._fair import Slots, key_of
 from bus.codec import decoder_for
 from bus.connection import Bus, StoreFull, provision_failed
 from contracts import DeadLetter, Msg, short_hash
@@ -123,53 +123,12 @@ async def ensure_consumer(bus: Bus, sub: Subscription) -> None:
         raise provision_failed(f"{what} the consumer {sub.durable} on {sub.stream}", exc) from exc
 
 
-class _Slots:
-    """A semaphore whose waiters marked `first` are served before the others (FIFO within)."""
-
-    def __init__(self, n: int) -> None:
-        self.free = n
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []
-        self._seq = 0
-
-    async def acquire(self, first: bool) -> None:
-        if self.free > 0 and not self._waiting:
-            self.free -= 1
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._seq += 1
-        heapq.heappush(self._waiting, (0 if first else 1, self._seq, fut))
-        try:
-            await fut
-        except asyncio.CancelledError:
-            if fut.done() and not fut.cancelled():
-                self.release()  # handed a slot while being cancelled: pass it on
-            raise
-
-    def release(self) -> None:
-        while self._waiting:
-            _, _, fut = heapq.heappop(self._waiting)
-            if not fut.done():
-                fut.set_result(None)
-                return
-        self.free += 1
-
-
 @dataclass
 class ConsumerStats:
     handled: int = 0
     failed: int = 0
     dead_lettered: int = 0
     last_fetch_ok: float = field(default_factory=time.time)
-
-
-def _attr(msg: Any, path: str) -> str:
-    """The ordering key: a (dotted) attribute of the message, "" when absent or not set."""
-    value = msg
-    for name in path.split(".") if path else ():
-        value = getattr(value, name, None)
-        if value is None:
-            return ""
-    return str(value) if path and value else ""
 
 
 class Consumer:
@@ -187,7 +146,7 @@ class Consumer:
         self._locks: dict[str, list[Any]] = {}  # key -> [lock, holders + waiters]
         self._inflight = 0  # fetched and not yet settled
         self._queued = 0  # of those, waiting behind an earlier message with the same key
-        self._slots = _Slots(sub.concurrency)
+        self._slots = Slots(sub.concurrency)
         self._psub: Any = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
@@ -311,7 +270,7 @@ class Consumer:
                 f"{self.sub.max_deliver} times"
             )
             return
-        key = _attr(msg, self.sub.ordered_by)
+        key = key_of(msg, self.sub.ordered_by)
         first = bool(self.sub.first_by and getattr(msg, self.sub.first_by, False))
         # in_progress from the moment of fetch: waiting behind the session lock counts too
         beat = asyncio.create_task(self._keep_alive(raw))

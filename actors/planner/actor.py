@@ -18,6 +18,7 @@ import msgspec
 from actors.base import Actor
 from actors.planner import context
 from actors.planner._faults import TurnFaults
+from actors.planner._session import SessionOps
 from actors.planner.state import SessionState, TurnState, load
 from bus import PublishError, Subscription
 from contracts import (
@@ -48,7 +49,7 @@ PlannerInbox = (
 _tools_dec = msgspec.json.Decoder(list[ToolSpec])
 
 
-class PlannerActor(Actor, TurnFaults):
+class PlannerActor(Actor, TurnFaults, SessionOps):
     name = "planner"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
