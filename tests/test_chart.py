@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import importlib.metadata
 import io
-import json
 import os
 import platform
 import shutil
