@@ -18,7 +18,7 @@ import pytest
 
 from actors import ACTORS
 from contracts.config import load_settings
-from tests.helm_kit import CHART, Helm, helm_runner
+from tests.helm_kit import CHART, ROOT, Helm, helm_runner
 
 # Not a runtime dependency; without it only this module is skipped (a failing import would stop
 # the whole pytest run at collection). It belongs in the dev extra.
@@ -384,3 +384,13 @@ def test_manifests_pass_kubernetes_schemas(manifests: list[Manifest]) -> None:
     broken = {**broken, "spec": {**broken["spec"], "replica": 1}}
     with pytest.raises(kv.ValidationError):
         kv.validate(broken, KUBE_VERSION, strict=True)
+
+
+def test_the_image_copies_every_package_the_project_installs() -> None:
+    """A package missing from images/Dockerfile's COPY lines is an image that cannot start."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    dockerfile = (ROOT / "images" / "Dockerfile").read_text().splitlines()
+    copied = {line.split()[1] for line in dockerfile if line.startswith("COPY ") and
+              "--from" not in line}
+    assert packages <= copied, f"images/Dockerfile does not COPY {sorted(packages - copied)}"
