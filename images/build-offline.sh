@@ -10,8 +10,9 @@ BASE=localhost/wintermute-base:bookworm
 SUITE=${SUITE:-bookworm}
 command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }
 # The mirror apt is configured with here (deb822 or one-line sources).
-MIRROR=$(grep -rhoE '(URIs:|^deb) +https?://[^ ]+' /etc/apt/sources.list /etc/apt/sources.list.d 2>/dev/null \
-         | awk '{print $2}' | grep -v security | head -n1)
+MIRROR=$( (grep -hoE '^(URIs:|deb) +https?://[^ ]+' /etc/apt/sources.list \
+            /etc/apt/sources.list.d/*.sources /etc/apt/sources.list.d/*.list 2>/dev/null || true) \
+         | awk '{print $2}' | grep -E '/debian/?$' | head -n1 || true)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 started=$(date +%s)
