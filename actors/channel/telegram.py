@@ -279,6 +279,8 @@ class TelegramAdapter(Adapter):
                 return
             except StoreFull:  # tell them without the store; keep the update until there is room
                 await self.actor.store_full(self._sink_of(update))
+                if not forever:
+                    raise  # webhook: Telegram delivers it again later
                 log.warning("update %s not stored: the store is full; retrying",
                             update.update_id)
                 await asyncio.sleep(min(2.0 * attempt, 15.0))

@@ -22,6 +22,7 @@ from contracts import (
     DeadLetter,
     LlmProgress,
     Recalled,
+    Reply,
     ToolResult,
     TurnRequest,
 )
@@ -51,6 +52,10 @@ class _Ref(msgspec.Struct, kw_only=True):
 
 
 _ref_dec = msgspec.json.Decoder(_Ref)
+#: The phase of a turn that a dead-lettered message of each type belongs to.
+_PHASES = {"memory.recall": "recall", "memory.recalled": "recall", "llm.request": "llm",
+           "llm.response": "llm", "llm.progress": "llm", "tool.request": "tools",
+           "tool.result": "tools"}
 
 
 class TurnFaults:
@@ -192,6 +197,9 @@ class TurnFaults:
             return  # not a turn's message (or cut at 64 KiB): the deadline still applies
         if ref.for_call is not None:
             ref = ref.for_call
+        if ref.type == "turn.request" and letter.actor == "planner":
+            await self._refused_turn(letter)
+            return
         if not ref.session or not ref.turn_id:
             return
         async with self._lock(ref.session):
@@ -202,19 +210,31 @@ class TurnFaults:
             if ref.step >= 0 and ref.step != turn.step:
                 return  # an earlier step's message: that step is already over
             why = f"the {letter.actor} actor gave up on it: {letter.reason[:300]}"
-            if ref.type in ("memory.recall", "memory.recalled"):
-                if turn.phase != "recall":
-                    return
-            elif ref.call_id and turn.phase == "tools":
-                if ref.call_id not in _pending_calls(turn):
-                    return
-                await self._step_failed(state, turn, "tools", why, [ref.name])
-                await self._save(state)
-                self._track(state)
+            phase = "tools" if ref.call_id else _PHASES.get(ref.type, turn.phase)
+            if phase != turn.phase:
+                return  # a step the turn is no longer (or not yet) at
+            if phase == "tools" and ref.call_id not in _pending_calls(turn):
                 return
-            await self._step_failed(state, turn, turn.phase, why)
+            await self._step_failed(state, turn, phase, why, [ref.name] if ref.call_id else None)
             await self._save(state)
             self._track(state)
+
+    async def _refused_turn(self, letter: DeadLetter) -> None:
+        """The planner could not even accept a turn: tell its sender, who would wait forever."""
+        try:
+            req = msgspec.json.decode(letter.payload, type=TurnRequest)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return  # cut at 64 KiB or not a turn: nothing to answer to
+        async with self._lock(req.session):
+            state = await self._load(req.session)
+            if state.knows(req.id):
+                return
+        text = (f"Sorry, I could not take this message ({letter.reason[:200]}). Please send it "
+                "again; /reset clears the conversation if this keeps happening.")
+        reply = Reply(id=f"{req.id}:refused", session=req.session, turn_id=req.id,
+                      sink=req.reply_to, text=text)
+        await self.bus.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat),
+                               reply)
 
     def _on_progress(self, state: SessionState, msg: LlmProgress) -> bool:
         """The llm is still at it: the model step's deadline starts again."""

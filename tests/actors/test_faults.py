@@ -18,7 +18,7 @@ import pytest
 from actors.planner.actor import PlannerActor
 from bus import Bus
 from bus.codec import encode
-from contracts import DeadLetter, Delivered, LlmRequest
+from contracts import DeadLetter, Delivered, LlmRequest, Sink, TurnRequest
 from contracts.config import Settings
 from tests.actors.harness import ALL, Chat, Running, actors, chat
 from tests.fakes.llm_servers import FakeLLM
@@ -192,7 +192,8 @@ async def test_a_dead_letter_of_the_active_turn_ends_it(
     async with actors(settings, *NO_LLM) as running, chat(settings) as c:
         input_id = await c.say("doomed")
         turn_id = f"terminal:{input_id}"
-        await until(lambda: planner(running).health_info()["active_turns"] == 1)
+        await until(lambda: [t["phase"] for t in planner(running).health_info()["turns"]]
+                    == ["llm"])
         req = LlmRequest(id=f"{turn_id}:llm:0", session="terminal:owner", turn_id=turn_id,
                          step=0, messages=[])
         letter = DeadLetter(id="dlq:test", actor="llm", reason="handler failed 5 times",
@@ -228,3 +229,20 @@ async def drain(c: Chat) -> list[Delivered]:
     while not c.client.inbox.empty():
         out.append(c.client.inbox.get_nowait())
     return out
+
+
+async def test_a_turn_the_planner_gave_up_on_is_answered_with_a_sentence(
+    fake: FakeLLM, settings_for: SettingsFor, bus: Bus
+) -> None:
+    """The planner dead-lettered a turn itself (it failed on it every time): the sender hears."""
+    settings = settings_for(**model(fake))
+    async with actors(settings, "planner", "channel"), chat(settings) as c:
+        turn = TurnRequest(id="terminal:lost-turn", session="terminal:owner",
+                           principal="terminal:owner", text="never accepted",
+                           reply_to=Sink(channel="terminal", chat="owner"), is_owner=True)
+        letter = DeadLetter(id="dlq:test-turn", actor="planner", reason="handler failed 5 times",
+                            subject="x", stream="x", stream_seq=1, deliveries=6,
+                            payload=encode(turn).decode())
+        await bus.publish(bus.subjects.dlq("planner"), letter)
+        said = await c.next(("reply",), timeout=30)
+    assert said.ref == "terminal:lost-turn" and "could not take this message" in said.text
