@@ -15,6 +15,7 @@ from contracts import Health
 from contracts.config import Settings
 from state.holds import disabled_tasks, quarantined_tools
 from supervisor.process.status import judge, status_warnings
+from supervisor.process.storage import live_report
 from supervisor.process.up import running_instance
 
 _health = msgspec.json.Decoder(Health)
@@ -92,6 +93,9 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         status["streams"] = streams
         executor = await bus.kv_get(bus.subjects.kv_state, "executor")  # sandbox facts
         status["executor"] = json.loads(executor) if executor else {}
+        live = live_report(settings.home) if not settings.config.nats.url else None
+        if live is not None:
+            status["storage"] = live
         health = await actor_health(bus)
         return judge(status, health, time.time(), settings.config.supervisor.stale_after_secs)
     finally:

@@ -102,8 +102,7 @@ class EmbeddedNats:
                 line = await asyncio.wait_for(self.proc.stdout.readline(), remaining)
                 if not line:
                     raise RuntimeError(f"nats-server exited early (code {await self.proc.wait()})")
-                if logfile:
-                    logfile.write(line)
+                _log(logfile, line)
                 match = _LISTEN.search(line)
                 if match:
                     self.port = int(match.group(1))
@@ -111,7 +110,8 @@ class EmbeddedNats:
         except BaseException:
             await self._terminate()
             if logfile:
-                logfile.close()
+                with contextlib.suppress(OSError):
+                    logfile.close()
             raise
         self._pump_task = asyncio.create_task(self._pump(self.proc, logfile))
         return self.url
@@ -140,12 +140,11 @@ class EmbeddedNats:
         assert proc.stdout is not None
         try:
             while line := await proc.stdout.readline():
-                if logfile is not None:
-                    logfile.write(line)
-                    logfile.flush()
+                _log(logfile, line)
         finally:
             if logfile is not None:
-                logfile.close()
+                with contextlib.suppress(OSError):
+                    logfile.close()
 
     async def supervise(
         self, on_restart: Callable[[str, float], Awaitable[None]] | None = None
@@ -197,6 +196,16 @@ class EmbeddedNats:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             await self.proc.wait()
+
+
+def _log(logfile: BinaryIO | None, line: bytes) -> None:
+    """Copy one server log line; a full disk drops it (the server's output must keep flowing,
+    or the server blocks writing it, and a restart must not fail for a log line)."""
+    if logfile is None:
+        return
+    with contextlib.suppress(OSError):
+        logfile.write(line)
+        logfile.flush()
 
 
 def exit_sentence(reason: str) -> str:

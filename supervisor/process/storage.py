@@ -12,6 +12,7 @@ turn into plain sentences; they resume by themselves once the new limit leaves r
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -89,6 +90,18 @@ def report(store: Path, now: Storage, limit: int | None) -> dict[str, Any]:
         info["note"] = (f"the disk holding {store} has only {now.free // MiB} MiB free; free "
                         "some space, or messages will soon be refused.")
     return info
+
+
+def live_report(home: Path) -> dict[str, Any] | None:
+    """Storage facts measured now, for `status` on the same machine as the embedded server
+    (true even when the supervisor cannot write its record to a full store); None otherwise."""
+    config = home / "data" / "nats" / "server.run.json"
+    try:
+        limit = int(json.loads(config.read_text())["jetstream"]["max_file_store"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    store = home / "data" / "jetstream"
+    return report(store, measure(store), limit)
 
 
 class StorageWatch:

@@ -1,0 +1,95 @@
+"""A full disk under a real `wintermute up` (its home on a 96 MiB tmpfs): the store refuses
+plainly, `status` shows the real state, nobody is killed for failing to write health, and
+everything resumes by itself once space is freed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.chaos_kit import ROOT, Driver, FakeModel, Instance
+from bus import PublishError, StoreFull
+from contracts import TerminalInput
+from supervisor.process.storage import MiB
+
+pytestmark = pytest.mark.slow
+
+
+def sh(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(args), text=True, capture_output=True, timeout=60, **kw)  # type: ignore[call-overload, no-any-return]
+
+
+def fill(path: Path, leave: int) -> None:
+    """Write zeros to `path` until the filesystem has about `leave` bytes free."""
+    with path.open("wb") as f:
+        while (free := shutil.disk_usage(path.parent).free) > leave:
+            f.write(b"\0" * min(4 * MiB, free - leave))
+            f.flush()
+
+
+async def ask(driver: Driver, text: str, timeout: float = 120) -> str:
+    input_id = await driver.send(text)
+    assert await driver.wait([input_id], timeout) == [], f"no reply to {text!r}"
+    return driver.texts[input_id]
+
+
+def status(inst: Instance) -> dict[str, object]:
+    out = sh(sys.executable, "-m", "supervisor.cli.main", "status", "--json", env=inst.env,
+             cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+async def test_disk_full_is_plain_shown_and_survived(tmp_path: Path) -> None:
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    if sh("mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mnt)).returncode:
+        pytest.skip("mounting a tmpfs is not permitted here")
+    model = FakeModel()
+    inst = Instance(mnt / "home", model.url, {"WM__SUPERVISOR__STALE_AFTER_SECS": "8"})
+    try:
+        inst.start()
+        bus = await inst.connect()
+        await inst.wait_healthy(120)
+        driver = Driver(bus)
+        assert await ask(driver, "before the disk fills") == "echo: before the disk fills"
+        restarts = {a["name"]: a["restarts"] for a in (await inst.status())["actors"]}
+        ballast = mnt / "ballast"
+        fill(ballast, leave=6 * MiB)  # somebody else fills the disk
+        # The supervisor lowers the limit (a server restart) and the store soon refuses.
+        deadline = time.monotonic() + 90
+        i = 0
+        while True:
+            assert time.monotonic() < deadline, "the store never refused"
+            try:
+                await bus.publish(bus.subjects.cmd("test", "fill"),
+                                  TerminalInput(id=f"fill{i}", chat="c", text="x" * 200_000))
+                i += 1
+            except StoreFull:
+                break
+            except PublishError:
+                await asyncio.sleep(0.5)  # the server restarting with its new limit
+        seen = status(inst)
+        storage = seen["storage"]
+        assert isinstance(storage, dict) and storage["full"], seen
+        await asyncio.sleep(20)  # past stale_after: a full store must not get actors killed
+        seen = status(inst)
+        assert seen["stale"], "the supervisor's record cannot be current on a full store"
+        ballast.unlink()
+        assert await ask(driver, "after the disk is freed", timeout=180) == \
+            "echo: after the disk is freed"
+        after = {a["name"]: a["restarts"] for a in (await inst.status())["actors"]}
+        assert after == restarts, "an actor was restarted while the store was full"
+    finally:
+        if inst.bus is not None:
+            await inst.bus.close()
+        inst.kill()
+        model.stop()
+        sh("umount", "-l", str(mnt))
