@@ -117,7 +117,11 @@ class EmbeddedNats:
         return self.url
 
     def _run_config(self) -> Path | None:
-        """The config file to start with: the users' one, plus the storage limit if set."""
+        """The config file to start with: the users' one, plus the storage limit if set.
+
+        Written atomically; when the disk is too full to write it, the last one written is
+        used (an older limit), else the users' one: the server must start either way.
+        """
         if self.max_file_store is None:
             return self.config
         data: dict[str, object] = {}
@@ -125,10 +129,17 @@ class EmbeddedNats:
             data = json.loads(self.config.read_text())
         data["jetstream"] = {"max_file_store": int(self.max_file_store)}
         folder = self.config.parent if self.config is not None else self.store
-        path = folder / "server.run.json"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # hashes inside
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f)
+        path, tmp = folder / "server.run.json", folder / "server.run.json.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # hashes inside
+            with os.fdopen(fd, "w") as f:
+                json.dump(data, f)
+            tmp.replace(path)
+        except OSError as exc:
+            log.warning("could not write %s (%s); starting with the last limit", path, exc)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return path if path.exists() else self.config
         return path
 
     async def restart_for(self, reason: str) -> None:

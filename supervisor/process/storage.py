@@ -2,7 +2,9 @@
 
 Left to itself nats-server fixes its limit at start (75 % of the disk that was free then), so
 space freed later changes nothing and the disk itself can fill first. Here the limit is the
-store's current size plus the free space, minus a margin kept for logs, LanceDB and the OS;
+store's current size plus half of the free space beyond a margin kept for the OS: the other
+half is for what grows with the store (the observer's logs/events.jsonl copies every message,
+actor logs, LanceDB), so JetStream reaches its limit before the disk is full;
 the supervisor re-checks it every `CHECK_EVERY` seconds and restarts the server with a new
 limit when the free space changed enough (a restart is what it takes: the limit is read once).
 Writes over the limit are refused by JetStream with "insufficient resources", which the actors
@@ -59,7 +61,7 @@ class Storage:
 
     @property
     def limit(self) -> int:
-        return max(self.used + self.free - self.margin, FLOOR)
+        return max(self.used + (self.free - self.margin) // 2, FLOOR)
 
 
 def measure(store: Path) -> Storage:

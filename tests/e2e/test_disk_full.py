@@ -62,15 +62,21 @@ async def test_disk_full_is_plain_shown_and_survived(tmp_path: Path) -> None:
         assert await ask(driver, "before the disk fills") == "echo: before the disk fills"
         restarts = {a["name"]: a["restarts"] for a in (await inst.status())["actors"]}
         ballast = mnt / "ballast"
-        fill(ballast, leave=6 * MiB)  # somebody else fills the disk
-        # The supervisor lowers the limit (a server restart) and the store soon refuses.
+        start_limit = status(inst)["storage"]["limit"]  # type: ignore[index]
+        fill(ballast, leave=24 * MiB)  # somebody else fills the disk
+        # The supervisor lowers the limit within a check (a server restart) ...
+        deadline = time.monotonic() + 60
+        while status(inst)["storage"]["limit"] == start_limit:  # type: ignore[index]
+            assert time.monotonic() < deadline, "the limit was not lowered"
+            await asyncio.sleep(1)
+        # ... and the messages that follow fill the store, which refuses them plainly.
         deadline = time.monotonic() + 90
         i = 0
         while True:
             assert time.monotonic() < deadline, "the store never refused"
             try:
                 await bus.publish(bus.subjects.cmd("test", "fill"),
-                                  TerminalInput(id=f"fill{i}", chat="c", text="x" * 200_000))
+                                  TerminalInput(id=f"fill{i}", chat="c", text="x" * 50_000))
                 i += 1
             except StoreFull:
                 break
@@ -92,4 +98,8 @@ async def test_disk_full_is_plain_shown_and_survived(tmp_path: Path) -> None:
             await inst.bus.close()
         inst.kill()
         model.stop()
+        # keep the logs for a failure's post-mortem, off the tmpfs
+        shutil.copytree(mnt / "home" / "logs", tmp_path / "logs", dirs_exist_ok=True)
+        if (mnt / "home-up.log").exists():
+            shutil.copy(mnt / "home-up.log", tmp_path / "up.log")
         sh("umount", "-l", str(mnt))
