@@ -41,8 +41,13 @@ async def ask(driver: Driver, text: str, timeout: float = 120) -> str:
 
 
 def status(inst: Instance) -> dict[str, object]:
-    out = sh(sys.executable, "-m", "supervisor.cli.main", "status", "--json", env=inst.env,
-             cwd=ROOT)
+    """`wintermute status --json`, asked again while NATS restarts (it does, for a new limit)."""
+    deadline = time.monotonic() + 90
+    while True:
+        out = sh(sys.executable, "-m", "supervisor.cli.main", "status", "--json", env=inst.env,
+                 cwd=ROOT)
+        if out.returncode == 0 or time.monotonic() > deadline:
+            break
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
