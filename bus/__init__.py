@@ -2,9 +2,12 @@
 
 from bus.connection import Bus, ProvisionError, PublishError
 from bus.consumer import Consumer, Reject, Retry, Subscription, ensure_consumer
+from bus.kv import Conflict, decode_record
+from bus.streams import Delivery, Stored, StreamState, Tap
 from bus.subjects import Subjects
 
 __all__ = [
-    "Bus", "Consumer", "ProvisionError", "PublishError", "Reject", "Retry", "Subjects",
-    "Subscription", "ensure_consumer",
+    "Bus", "Conflict", "Consumer", "Delivery", "ProvisionError", "PublishError", "Reject",
+    "Retry", "Stored", "StreamState", "Subjects", "Subscription", "Tap", "decode_record",
+    "ensure_consumer",
 ]
