@@ -10,7 +10,8 @@ from typing import Any
 
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
-from contracts import Sink, TurnRequest, subject_token
+from contracts import Health, Sink, TurnRequest, subject_token
+from contracts.records import ExecutorFacts, MemoryFacts
 from state.holds import task_status
 
 log = logging.getLogger(__name__)
@@ -69,20 +70,20 @@ class HeartbeatActor(Actor):
     async def _disabled(self, name: str) -> bool:
         """The supervisor disabled this task after repeated failures (until the owner enables it)."""
         record = await task_status(self.bus, name)
-        if record.get("status") == "disabled":
+        if record.status == "disabled":
             log.info("scheduled task %s is disabled by the supervisor (%s); skipped", name,
-                     record.get("reason", ""))
+                     record.reason)
             return True
         return False
 
-    async def _health(self) -> dict[str, Any]:
+    async def _health(self) -> dict[str, Health]:
         bucket = self.subjects.kv_health
-        actors: dict[str, Any] = {}
+        actors: dict[str, Health] = {}
         try:
             for key in await self.bus.kv_keys(bucket):
-                value = await self.bus.kv_get(bucket, key)
-                if value:
-                    actors[key] = json.loads(value)
+                value = await self.bus.kv_get_as(bucket, key, Health)
+                if value is not None:
+                    actors[key] = value
         except Exception as exc:  # noqa: BLE001 - NATS restarting: next tick
             log.debug("health read: %s", exc)
         return actors
@@ -96,7 +97,7 @@ class HeartbeatActor(Actor):
             "status": "running",
             "last_heartbeat": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "actors": {
-                name: {"pid": h.get("pid"), "healthy": time.time() - h.get("ts", 0) < stale}
+                name: {"pid": h.pid, "healthy": time.time() - h.ts < stale}
                 for name, h in actors.items()
             },
             "budget_today": {
@@ -110,13 +111,9 @@ class HeartbeatActor(Actor):
         tmp.replace(path)
 
     async def _write_identity(self) -> None:
-        executor = await self.bus.kv_get(self.subjects.kv_state, "executor")
-        memory = await self.bus.kv_get(self.subjects.kv_state, "memory")
-        text = render_identity(
-            self.settings,
-            json.loads(executor) if executor else {},
-            json.loads(memory) if memory else {},
-        )
+        executor = await self.bus.kv_get_as(self.subjects.kv_state, "executor", ExecutorFacts)
+        memory = await self.bus.kv_get_as(self.subjects.kv_state, "memory", MemoryFacts)
+        text = render_identity(self.settings, executor, memory)
         path = self.home / "IDENTITY.md"
         try:
             if path.read_text() == text:

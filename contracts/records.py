@@ -1,0 +1,230 @@
+"""Typed records of the shared KV state: every value one process writes and another reads.
+
+Messages travel on streams; records sit in KV buckets (bus/subjects.py lists the buckets).
+They follow the message rules (msgspec Structs, kw_only, evolve by adding fields with
+defaults, unknown fields skipped) but carry no `type` tag: a key names what it holds, and
+values written before these types existed must still decode. Readers go through
+`Bus.kv_get_as` / `Bus.kv_update`, which treat an unreadable value as absent (with a log line).
+
+Plain counters are JSON numbers, not Structs: budget counters (wm_budget `day.*`,
+`session.*`, an int) and the dead-letter digest cursor (wm_state `flatline.dlq.cursor`).
+Markers whose presence is all that counts (wm_done, `telegram.paired.*`) stay raw bytes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from contracts.ops import Health
+
+ToolState = Literal["quarantined", "active"]
+TaskState = Literal["enabled", "disabled"]
+ActorRunState = Literal["starting", "running", "restarting", "failed", "stopped", "unknown"]
+SandboxKind = Literal["docker", "bwrap", "direct", "none", "unavailable", "starting"]
+SandboxNetwork = Literal["host", "proxy", "none"]
+
+
+class Record(msgspec.Struct, frozen=True, kw_only=True):
+    """A value in a KV bucket that crosses a process."""
+
+
+# -- Flatline holds ------------------------------------------------------------------------
+
+
+class ToolHold(Record, frozen=True, kw_only=True):
+    """wm_tools `<tool>`: the supervisor's quarantine of a tool, or its release."""
+
+    status: ToolState
+    reason: str = ""
+    rule: str = ""  # which Flatline rule: consecutive | failure_rate | timeouts | regression
+    since: float = 0.0
+    by: str = ""
+    evidence: dict[str, Any] = msgspec.field(default_factory=dict)
+    released_at: float = 0.0  # outcomes before this no longer count
+    released_by: str = ""
+    previous_reason: str = ""
+
+
+class TaskHold(Record, frozen=True, kw_only=True):
+    """wm_state `task.<name>`: a scheduled task's failures in a row, and whether it runs."""
+
+    task: str
+    status: TaskState = "enabled"
+    failures: int = 0
+    reason: str = ""  # why it was disabled
+    since: float = 0.0
+    last_reason: str = ""  # the last failure's reason
+    seen: list[str] = msgspec.field(default_factory=list)  # outcome turn ids already counted
+    enabled_at: float = 0.0
+    enabled_by: str = ""
+
+
+# -- Supervisor status ---------------------------------------------------------------------
+
+
+class ActorStatus(Record, frozen=True, kw_only=True):
+    """One actor as the supervisor sees it."""
+
+    name: str
+    pid: int | None = None
+    healthy: bool = False
+    state: ActorRunState = "unknown"
+    policy: str = ""
+    restarts: int = 0
+    last_exit: str = ""
+    last_crash: float | None = None
+    uptime_secs: float = 0.0
+    handled: int = 0
+    info: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class NatsStatus(Record, frozen=True, kw_only=True):
+    """The NATS server the supervisor uses (embedded or external)."""
+
+    url: str = ""
+    pid: int | None = None
+    embedded: bool = False
+    restarts: int = 0
+    last_exit: str = ""
+
+
+class InterventionNote(Record, frozen=True, kw_only=True):
+    """wm_state `flatline.log` items: a short form of a recent Intervention, for status."""
+
+    ts: float = 0.0
+    kind: str = ""
+    target: str = ""
+    action: str = ""
+    reason: str = ""
+    outcome: str = ""
+    undo: str = ""
+    proposed: bool = False
+
+
+class SupervisorStatus(Record, frozen=True, kw_only=True):
+    """wm_state `supervisor`: what `wintermute status` and /status show."""
+
+    updated: float = 0.0
+    mode: Literal["spawn", "watch"] = "spawn"
+    nats: NatsStatus = msgspec.field(default_factory=NatsStatus)
+    actors: list[ActorStatus] = msgspec.field(default_factory=list)
+    failed: list[str] = msgspec.field(default_factory=list)
+    quarantined: dict[str, ToolHold] = msgspec.field(default_factory=dict)
+    disabled_tasks: dict[str, TaskHold] = msgspec.field(default_factory=dict)
+    interventions: list[InterventionNote] = msgspec.field(default_factory=list)
+    dead_letters_seen: int = 0
+
+
+# -- Facts actors publish ------------------------------------------------------------------
+
+
+class ExecutorFacts(Record, frozen=True, kw_only=True):
+    """wm_state `executor`: the sandbox and the tools, for status, /tools and IDENTITY.md."""
+
+    mode: SandboxKind = "starting"
+    note: str = ""
+    sandboxed: bool = False
+    network: SandboxNetwork = "host"
+    reason: str = ""
+    tools: list[str] = msgspec.field(default_factory=list)
+    agent_tools: list[str] = msgspec.field(default_factory=list)
+
+
+class MemoryFacts(Record, frozen=True, kw_only=True):
+    """wm_state `memory`: how many memories of each kind are stored."""
+
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class ToolMeta(msgspec.Struct, kw_only=True):
+    """One agent-created tool's history: versions of its files and the outcome of its calls.
+
+    wm_state `tools.meta` holds a dict of them by tool name. Mutable on purpose: the executor
+    owns the book and updates entries in place before saving it.
+    """
+
+    created_at: str
+    updated_at: str
+    version: int = 1
+    digest: str = ""  # sha256 of the .py and .json; a change is a new version
+    invocations: int = 0
+    successes: int = 0
+    timeouts: int = 0
+    consecutive_failures: int = 0
+    total_duration_ms: int = 0
+    last_used: str | None = None
+    last_error: str | None = None
+
+    @property
+    def success_rate(self) -> float | None:
+        return round(self.successes / self.invocations, 3) if self.invocations else None
+
+    @property
+    def avg_duration_ms(self) -> int | None:
+        return self.total_duration_ms // self.invocations if self.invocations else None
+
+    def recency(self) -> str:
+        """What "recently used" ranks by: the last call, or the last change if newer."""
+        return max(self.last_used or "", self.updated_at)
+
+    def public(self) -> dict[str, object]:
+        """The _meta view shown to people and the supervisor (derived figures included)."""
+        return {
+            "version": self.version, "created_at": self.created_at,
+            "updated_at": self.updated_at, "invocations": self.invocations,
+            "success_rate": self.success_rate, "avg_duration_ms": self.avg_duration_ms,
+            "timeouts": self.timeouts, "consecutive_failures": self.consecutive_failures,
+            "last_used": self.last_used, "last_error": self.last_error,
+        }
+
+
+class CatalogRow(Record, frozen=True, kw_only=True):
+    """wm_state `tools.catalog` items: every tool, whether it is offered, what is wrong."""
+
+    name: str
+    kind: Literal["core", "agent"]
+    description: str = ""
+    offered: bool = False
+    problem: str = ""
+    timeout_secs: float | None = None
+    meta: dict[str, Any] | None = None  # ToolMeta.public()
+
+
+class TrustEntry(Record, frozen=True, kw_only=True):
+    """wm_state `trust.<domain>`: a domain the owner approved for web_request."""
+
+    domain: str
+    approved_at: float
+    call: str = ""
+
+
+class SessionHead(Record, frozen=True, kw_only=True):
+    """What other processes read of the planner's wm_sessions `s.<hash>` state: its name."""
+
+    session: str = ""
+
+
+# -- Channel state -------------------------------------------------------------------------
+
+
+class PairingRequest(Record, frozen=True, kw_only=True):
+    """wm_state `telegram.pairing.<user>`: the owner was asked; where to tell the answer."""
+
+    chat: str = ""
+
+
+class TelegramPreview(Record, frozen=True, kw_only=True):
+    """wm_done `tgpreview.<hash>`: a turn's preview message; `m` 0 while it is being sent."""
+
+    m: int = 0
+    final: bool = False
+
+
+#: Every record type, for `wintermute schema` (Health is the wm_health value).
+ALL_RECORDS: tuple[type[msgspec.Struct], ...] = (
+    ToolHold, TaskHold, Health, ActorStatus, NatsStatus, InterventionNote, SupervisorStatus,
+    ExecutorFacts, MemoryFacts, ToolMeta, CatalogRow, TrustEntry, SessionHead, PairingRequest,
+    TelegramPreview,
+)
