@@ -17,10 +17,12 @@ from typing import Any, Literal
 
 import msgspec
 
+from contracts.approval import ApprovalRequest
 from contracts.ops import Health
 
 ToolState = Literal["quarantined", "active"]
 TaskState = Literal["enabled", "disabled"]
+ApprovalState = Literal["pending", "approved", "denied", "expired"]
 ActorRunState = Literal["starting", "running", "restarting", "failed", "stopped", "unknown"]
 SandboxKind = Literal["docker", "bwrap", "direct", "none", "unavailable", "starting"]
 SandboxNetwork = Literal["host", "proxy", "none"]
@@ -206,6 +208,15 @@ class SessionHead(Record, frozen=True, kw_only=True):
     session: str = ""
 
 
+class PendingApproval(Record, frozen=True, kw_only=True):
+    """wm_approvals `<short id>`: an approval waiting for the owner; decided exactly once."""
+
+    approval_id: str
+    request: ApprovalRequest
+    expires_at: float
+    status: ApprovalState = "pending"
+
+
 # -- Channel state -------------------------------------------------------------------------
 
 
@@ -225,6 +236,6 @@ class TelegramPreview(Record, frozen=True, kw_only=True):
 #: Every record type, for `wintermute schema` (Health is the wm_health value).
 ALL_RECORDS: tuple[type[msgspec.Struct], ...] = (
     ToolHold, TaskHold, Health, ActorStatus, NatsStatus, InterventionNote, SupervisorStatus,
-    ExecutorFacts, MemoryFacts, ToolMeta, CatalogRow, TrustEntry, SessionHead, PairingRequest,
-    TelegramPreview,
+    ExecutorFacts, MemoryFacts, ToolMeta, CatalogRow, TrustEntry, SessionHead, PendingApproval,
+    PairingRequest, TelegramPreview,
 )
