@@ -31,7 +31,7 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from bus import BusError, PublishError, Reject, Retry
+from bus import BusError, PublishError, Reject, Retry, decode_record
 from contracts import (
     ApprovalPrompt,
     DeadLetter,
@@ -249,8 +249,10 @@ class TelegramAdapter(Adapter):
         return f"offset.{self.me.id}"
 
     async def _load_offset(self) -> int | None:
-        raw = await self.state_get(self._offset_key())
-        return int(raw) if raw else None
+        # A JSON number; anything else is logged and polling starts from Telegram's backlog.
+        offset: int | None = decode_record(await self.state_get(self._offset_key()), int,
+                                           "telegram offset")
+        return offset
 
     async def _save_offset(self, offset: int) -> None:
         delay = 0.5
