@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
+from contracts import ApprovalDecision, HoldRelease, ScriptsRevert, SessionReset, Sink
 from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
 from state import budget
 
@@ -112,17 +112,25 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:
     verb, _, name = rest.partition(" ")
     if verb == "release":
-        from state.holds import release_tool
-
-        if not name.strip():
-            return "Say which tool: /tools release NAME."
-        return await release_tool(actor.bus, name.strip(), f"{ctx.principal} (/tools release)")
+        return await _release(actor, ctx, name.strip())
     facts = await _state(actor, "executor", ExecutorFacts)
     if facts is None:
         return "The executor has not reported its tools yet."
     text = f"Tools ({facts.mode} mode): " + ", ".join(facts.tools)
     agent = facts.agent_tools
     return text + (f". Agent-created: {', '.join(agent)}" if agent else "")
+
+
+async def _release(actor: Any, ctx: CommandContext, name: str) -> str:
+    # Quarantine is the supervisor's state: the channel asks, the supervisor applies it and
+    # tells the owner the outcome (the channel may not write wm_tools).
+    if not name:
+        return "Say which tool: /tools release NAME."
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    release = HoldRelease(id=f"{ctx.input_id}:release", kind="tool", name=name,
+                          principal=ctx.principal, is_owner=ctx.is_owner, reply_to=sink)
+    await actor.bus.publish(actor.subjects.cmd("supervisor", "release"), release)
+    return f"Asked the supervisor to release the tool {name}; the outcome goes to {sink}."
 
 
 async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:

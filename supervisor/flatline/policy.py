@@ -18,6 +18,7 @@ from bus import Bus, Consumer, Subscription
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
+    HoldRelease,
     LlmResponse,
     ScriptsRevert,
     ScriptsReverted,
@@ -28,6 +29,7 @@ from contracts.config import Settings
 from contracts.records import TaskHold, ToolHold
 from state.holds import (
     disabled_tasks,
+    enable_task,
     put_task_status,
     put_tool_status,
     quarantined_tools,
@@ -80,6 +82,12 @@ class Flatline:
                  f"{p}.evt.llm.response.{DIAGNOSIS_SESSION}"),
                 ordered_by="",
             ), FlatlineInbox, self.on_event),
+            # The owner's releases from the chat (/tools release): durable, so one sent while
+            # the supervisor restarts is applied when it is back.
+            Consumer(self.bus, "supervisor", Subscription(
+                s.stream_cmd, "supervisor-release", (s.cmd("supervisor", "release"),),
+                ordered_by="name",
+            ), HoldRelease, self.on_release),
         ]
 
     async def run(self) -> None:
@@ -226,6 +234,21 @@ class Flatline:
         text = await release_tool(self.bus, tool, "flatline after the approved revert")
         self.quarantined.pop(tool, None)
         await self.announce.notify(text, f"{request_id}:released")
+
+    async def on_release(self, msg: HoldRelease) -> None:
+        """Lift a hold the owner asked to lift, and tell them what happened."""
+        owners = self.settings.config.owner.principals
+        if not (msg.is_owner and msg.principal in owners):
+            log.warning("release of %s asked by non-owner %s; ignored", msg.name, msg.principal)
+            text = (f"Only the owner can release {msg.name}; the request from {msg.principal} "
+                    "was ignored.")
+        elif msg.kind == "tool":
+            text = await release_tool(self.bus, msg.name, f"{msg.principal} (/tools release)")
+            self.quarantined.pop(msg.name, None)
+        else:
+            text = await enable_task(self.bus, msg.name, msg.principal)
+            self.disabled.pop(msg.name, None)
+        await self.announce.notify(text, msg.id, msg.reply_to)
 
     # -- scheduled tasks -------------------------------------------------------------------------
 

@@ -57,9 +57,9 @@ class Announcer:
     def sink(self) -> Sink:
         return Sink.parse(self.settings.config.owner.sink)
 
-    async def notify(self, text: str, ref: str) -> None:
-        """A notice to the owner sink; `ref` makes it idempotent (same ref, one notice)."""
-        sink = self.sink
+    async def notify(self, text: str, ref: str, sink: Sink | None = None) -> None:
+        """A notice to `sink` (the owner's by default); `ref` makes it idempotent."""
+        sink = sink or self.sink
         notice = Notice(id=f"{ref}:notice", sink=sink, text=text, source="flatline")
         try:
             await self.bus.publish(self.bus.subjects.outbound(sink.channel, sink.chat), notice)

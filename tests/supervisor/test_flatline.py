@@ -16,7 +16,9 @@ from bus import Bus
 from contracts import (
     ApprovalResolved,
     DeadLetter,
+    HoldRelease,
     ScriptsReverted,
+    Sink,
     TaskOutcome,
     ToolOutcome,
     short_hash,
@@ -101,6 +103,41 @@ async def test_failure_rate_and_timeouts_in_the_window(bus: Bus, settings_for: A
         await fl.on_tool_outcome(outcome("slowpoke", 2 * i + 1, timed_out=True))
     status = await hold(bus, "slowpoke")
     assert status.rule == "timeouts" and "timed out 3 times" in status.reason
+
+
+async def test_a_release_command_from_the_chat_is_applied_for_the_owner_only(
+    bus: Bus, settings_for: Any
+) -> None:
+    fl = flatline(settings_for(), bus)
+    await feed(fl, "chatty", [False] * 5)
+    assert (await hold(bus, "chatty")).status == "quarantined"
+    task = asyncio.create_task(fl.run())
+    subject = bus.subjects.cmd("supervisor", "release")
+    chat = Sink(channel="telegram", chat="42")
+    try:
+        await bus.publish(subject, HoldRelease(id="in:1:release", name="chatty",
+                                               principal="telegram:99", is_owner=False,
+                                               reply_to=chat))
+        await bus.publish(subject, HoldRelease(id="in:2:release", name="chatty",
+                                               principal="terminal:owner", is_owner=True,
+                                               reply_to=chat))
+        async with asyncio.timeout(20):
+            while True:  # the quarantine notice, then one answer per command
+                if len([n for n in await notices(bus) if "chatty" in n]) >= 3:
+                    break
+                await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert (await hold(bus, "chatty")).status == "active"
+    said = [p for p in await stream(bus, bus.subjects.stream_out)
+            if p["type"] == "notice" and p["id"].startswith("in:")]
+    assert [p["sink"]["chat"] for p in said] == ["42", "42"]  # back to the chat that asked
+    assert "Only the owner can release chatty" in said[0]["text"]
+    assert "Released the tool chatty" in said[1]["text"]
+    events = [p for p in await stream(bus, bus.subjects.stream_evt)
+              if p["type"] == "flatline.intervention" and p["kind"] == "release"]
+    assert events and events[0]["evidence"]["by"] == "terminal:owner (/tools release)"
 
 
 async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
