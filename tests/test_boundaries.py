@@ -28,6 +28,8 @@ JSON_LOADS_ALLOWED = {
     "supervisor/process/up.py": "data/runtime.json, a local file",
     "supervisor/process/status.py": "data/runtime.json, a local file",
     "supervisor/process/natsauth.py": "the generated NATS credentials file",
+    "supervisor/process/home.py": "data/seeded.json, a local file",
+    "kit/redact.py": "NATS credential files, read to redact their values",
 }
 
 #: supervisor/ modules that still import actors/.
