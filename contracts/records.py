@@ -6,9 +6,15 @@ defaults, unknown fields skipped) but carry no `type` tag: a key names what it h
 values written before these types existed must still decode. Readers go through
 `Bus.kv_get_as` / `Bus.kv_update`, which treat an unreadable value as absent (with a log line).
 
-Plain counters are JSON numbers, not Structs: budget counters (wm_budget `day.*`,
-`session.*`, an int) and the dead-letter digest cursor (wm_state `flatline.dlq.cursor`).
-Markers whose presence is all that counts (wm_done, `telegram.paired.*`) stay raw bytes.
+Plain values are JSON, not Structs: budget counters (wm_budget `day.*`, `session.*`, an
+int, changed with `Bus.kv_update`), the dead-letter digest cursor (wm_state
+`flatline.dlq.cursor`, an int), the Telegram poll offset (`telegram.offset.<bot>`, an int),
+budget alerts already sent (`flatline.alerts`, dict[str, float]) and the offered tool
+definitions (`tools`, list[ToolSpec]). Markers whose presence is all that counts (wm_done,
+`telegram.paired.*`, `telegram.refused.*`, `image.*`) stay raw bytes; so do the Slack
+per-part send states (`slack.<hash>.<part>`: `sending:<time>` or `done`), which only the
+channel reads. Supervisor-private state (Flatline's outcome windows) is typed next to its rules
+in supervisor/flatline/tool_rules.py, the planner's session state in actors/planner/state.py.
 """
 
 from __future__ import annotations
