@@ -223,6 +223,36 @@ class PendingApproval(Record, frozen=True, kw_only=True):
     status: ApprovalState = "pending"
 
 
+class JobRun(Record, frozen=True, kw_only=True):
+    """wm_state `sched.<job>`: a heartbeat job's last fire and how often it fired."""
+
+    name: str
+    last: float | None = None
+    outcome: str = ""  # fired | skipped (budget) | skipped (disabled by the supervisor)
+    fires: int = 0
+
+
+class ScheduledJob(Record, frozen=True, kw_only=True):
+    """One job of the heartbeat's schedule, as `wintermute tasks` shows it."""
+
+    name: str
+    kind: Literal["task", "cadence", "proactive"]
+    when: str = ""  # the schedule in words
+    prompt: str = ""
+    sink: str = ""
+    next: float | None = None
+    last: float | None = None
+    outcome: str | None = None
+    fires: int | None = None
+
+
+class Schedule(Record, frozen=True, kw_only=True):
+    """wm_state `schedule`: every heartbeat job with its next fire and last outcome."""
+
+    enabled: bool = True
+    jobs: list[ScheduledJob] = msgspec.field(default_factory=list)
+
+
 # -- Channel state -------------------------------------------------------------------------
 
 
@@ -243,5 +273,5 @@ class TelegramPreview(Record, frozen=True, kw_only=True):
 ALL_RECORDS: tuple[type[msgspec.Struct], ...] = (
     ToolHold, TaskHold, Health, ActorStatus, NatsStatus, InterventionNote, SupervisorStatus,
     ExecutorFacts, MemoryFacts, ToolMeta, CatalogRow, TrustEntry, SessionHead, PendingApproval,
-    PairingRequest, TelegramPreview,
+    JobRun, ScheduledJob, Schedule, PairingRequest, TelegramPreview,
 )
