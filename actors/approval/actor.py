@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
-from bus import Subscription
+from bus import Subscription, tracing
 from contracts import (
     ApprovalDecision,
     ApprovalPrompt,
@@ -108,7 +108,10 @@ class ApprovalActor(Actor):
             id=f"{req.id}:resolved", approval_id=pending.approval_id, session=req.session,
             status=status, call=req.call, sink=req.call.reply_to if req.call else req.sink,
         )
-        await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
+        # The continuation belongs to the turn that asked (its trace), linked to the decision.
+        with tracing.resume(req.traceparent, "approval resolved", **{
+                "wintermute.approval_id": pending.approval_id, "wintermute.outcome": status}):
+            await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
         await self.bus.kv_delete(self.bucket, pending.approval_id)
 
     async def _tell(self, text: str, ref: str) -> None:

@@ -17,7 +17,7 @@ from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.tools import core_tools
-from bus import Subscription
+from bus import Subscription, tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
@@ -146,7 +146,7 @@ class ExecutorActor(Actor):
         approval = ApprovalRequest(
             id=f"{req.id}:approval", session=req.session,
             summary=f"{req.name}: {self.ctx.redactor.redact(str(detail))[:500]}", reason=reason,
-            call=req, sink=Sink.parse(self.config.owner.sink),
+            call=req, sink=Sink.parse(self.config.owner.sink), traceparent=tracing.current(),
         )
         await self.publish(self.subjects.cmd("approval", "request"), approval)
         await self._result(
