@@ -6,13 +6,11 @@ import asyncio
 import hashlib
 import logging
 import time
-from typing import Any
 
 import msgspec
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from actors.base import Actor
-from bus import Subscription
 from contracts import (
     ApprovalDecision,
     ApprovalPrompt,
@@ -51,11 +49,7 @@ def short_id(seed: str) -> str:
 
 class ApprovalActor(Actor):
     name = "approval"
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(s.stream_cmd, "approval", (s.cmd("approval", "*"),), ordered_by="")
-        return [(sub, ApprovalInbox)]
+    inbox = ApprovalInbox
 
     async def on_start(self) -> None:
         self.kv = await self.bus.kv(self.subjects.kv_approvals)
@@ -83,7 +77,7 @@ class ApprovalActor(Actor):
             id=f"{msg.id}:prompt", approval_id=aid, sink=sink,
             summary=f"{msg.summary}\nWhy: {msg.reason}", expires_at=pending.expires_at,
         )
-        await self.publish(self.subjects.outbound(sink.channel, sink.chat), prompt)
+        await self.send(prompt)
 
     async def _on_decision(self, msg: ApprovalDecision) -> None:
         owner = msg.is_owner and msg.principal in self.config.owner.principals
@@ -122,15 +116,12 @@ class ApprovalActor(Actor):
             id=f"{req.id}:resolved", approval_id=pending.approval_id, session=req.session,
             status=status, call=req.call, sink=req.call.reply_to if req.call else req.sink,
         )
-        await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
+        await self.send(resolved)
         await self.kv.delete(pending.approval_id)
 
     async def _tell(self, text: str, ref: str) -> None:
         sink = Sink.parse(self.config.owner.sink)
-        await self.publish(
-            self.subjects.outbound(sink.channel, sink.chat),
-            Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"),
-        )
+        await self.send(Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"))
 
     async def _expire_loop(self) -> None:
         while True:

@@ -17,7 +17,6 @@ from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.tools import core_tools
-from bus import Subscription
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
@@ -38,6 +37,7 @@ ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
 
 class ExecutorActor(Actor):
     name = "executor"
+    inbox = ExecutorInbox
 
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
@@ -71,14 +71,6 @@ class ExecutorActor(Actor):
         facts = {**self.sandbox.facts(),
                  "tools": self.registry.names(), "agent_tools": self.scripts.names()}
         await self.bus.kv_put(self.subjects.kv_state, "executor", msgspec.json.encode(facts))
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        cmd = Subscription(s.stream_cmd, "executor", (s.cmd("executor", "*"),))
-        evt = Subscription(
-            s.stream_evt, "executor-approvals", (f"{s.p}.evt.approval.resolved.>",)
-        )
-        return [(cmd, ExecutorInbox), (evt, ExecutorInbox)]
 
     def health_info(self) -> dict[str, Any]:
         sandbox = getattr(self, "sandbox", None)
@@ -142,7 +134,7 @@ class ExecutorActor(Actor):
             summary=f"{req.name}: {self.ctx.redactor.redact(str(detail))[:500]}", reason=reason,
             call=req, sink=Sink.parse(self.config.owner.sink),
         )
-        await self.publish(self.subjects.cmd("approval", "request"), approval)
+        await self.send(approval)
         await self._result(
             req, True,
             f"Waiting for the owner's approval to run this ({reason}). It will run once "
@@ -182,7 +174,7 @@ class ExecutorActor(Actor):
             error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
             timed_out=out.timed_out, version=version,
         )
-        await self.publish(self.subjects.evt("tool", "outcome", req.name), outcome)
+        await self.send(outcome)
 
     async def _on_resolved(self, msg: ApprovalResolved) -> None:
         call = msg.call
@@ -208,4 +200,4 @@ class ExecutorActor(Actor):
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
         )
-        await self.publish(self.subjects.evt("tool", "result", req.session), result)
+        await self.send(result)

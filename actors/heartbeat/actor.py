@@ -10,7 +10,7 @@ from typing import Any
 
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
-from contracts import Sink, TurnRequest, subject_token
+from contracts import Sink, TurnRequest
 from state.holds import task_status
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class HeartbeatActor(Actor):
                 principal="heartbeat", text=task.prompt or f"Run the scheduled task {task.name}.",
                 reply_to=sink, is_owner=True, origin="schedule",
             )
-            await self.publish(self.subjects.inbound("schedule", subject_token(task.name)), turn)
+            await self.send(turn)
             log.info("fired scheduled task %s", task.name)
             self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
 

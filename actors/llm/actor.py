@@ -10,7 +10,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
-from bus import Subscription
 from contracts import LlmPreview, LlmRequest, LlmResponse
 from kit.secrets import load_dotenv
 from state import budget
@@ -35,6 +34,7 @@ PROVIDER_VARS = (
 
 class LlmActor(Actor):
     name = "llm"
+    inbox = LlmRequest
 
     async def on_start(self) -> None:
         # Keys live in .env; only this process reads the provider ones into its environment.
@@ -48,14 +48,6 @@ class LlmActor(Actor):
             module = sdks.get(spec.split("/", 1)[0])
             if module:
                 await asyncio.to_thread(importlib.import_module, module)
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(
-            s.stream_cmd, "llm", (s.cmd("llm", "*"),), ordered_by="",
-            concurrency=8,
-        )
-        return [(sub, LlmRequest)]
 
     def chain(self, role: str) -> list[str]:
         """Models to try, in order: role (or skill) override or default, then the fallbacks."""
@@ -78,8 +70,7 @@ class LlmActor(Actor):
 
             await answer_call(self, req.for_call, response)
             return
-        subject = self.subjects.evt("llm", "response", req.session)
-        await self.publish(subject, response)
+        await self.send(response)
 
     async def _respond(self, req: LlmRequest) -> LlmResponse:
         base = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
@@ -143,7 +134,7 @@ class LlmActor(Actor):
                 step=req.step, request_id=req.id, seq=seq, text=text, sink=sink,
             )
             try:
-                await self.publish(self.subjects.evt("llm", "preview", req.session), preview)
+                await self.send(preview)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a lost preview changes nothing

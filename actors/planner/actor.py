@@ -18,7 +18,6 @@ import msgspec
 from actors.base import Actor
 from actors.planner import context
 from actors.planner.state import SessionState, TurnState, dump, load
-from bus import Subscription
 from contracts import (
     ChatMessage,
     LlmRequest,
@@ -44,29 +43,11 @@ _tools_dec = msgspec.json.Decoder(list[ToolSpec])
 
 class PlannerActor(Actor):
     name = "planner"
+    inbox = PlannerInbox
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._locks: dict[str, asyncio.Lock] = {}
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        return [
-            (Subscription(s.stream_in, "planner-in", (f"{s.p}.in.>",)), PlannerInbox),
-            (
-                Subscription(
-                    s.stream_evt,
-                    "planner-evt",
-                    (
-                        f"{s.p}.evt.llm.response.>",
-                        f"{s.p}.evt.tool.result.>",
-                        f"{s.p}.evt.memory.recalled.>",
-                    ),
-                ),
-                PlannerInbox,
-            ),
-            (Subscription(s.stream_cmd, "planner-cmd", (s.cmd("planner", "*"),)), PlannerInbox),
-        ]
 
     # -- state -----------------------------------------------------------------------------
 
@@ -120,7 +101,7 @@ class PlannerActor(Actor):
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
         state.active = TurnState(request=req)
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
-        await self.publish(self.subjects.cmd("memory", "recall"), recall)
+        await self.send(recall)
 
     def _deferred_turn(self, result: ToolResult) -> TurnRequest:
         status = "succeeded" if result.ok else "failed"
@@ -158,7 +139,7 @@ class PlannerActor(Actor):
             turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
             preview_to=self._preview_to(turn.request),
         )
-        await self.publish(self.subjects.cmd("llm", "complete"), req)
+        await self.send(req)
 
     def _preview_to(self, req: TurnRequest) -> Sink | None:
         """Where the answer may be shown while it is written: Telegram chats, not scheduled turns."""
@@ -202,7 +183,7 @@ class PlannerActor(Actor):
                 arguments=call.arguments, is_owner=turn.request.is_owner,
                 reply_to=turn.request.reply_to,
             )
-            await self.publish(self.subjects.cmd("executor", "run"), req)
+            await self.send(req)
         await self._maybe_continue(state, turn)
         return True
 
@@ -243,7 +224,7 @@ class PlannerActor(Actor):
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
         )
-        await self.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat), reply)
+        await self.send(reply)
         if record:
             state.append_history(turn.messages[turn.new_from :])
         state.remember_turn(turn.turn_id)
@@ -259,7 +240,7 @@ class PlannerActor(Actor):
         task = turn.request.session.removeprefix("task:")
         outcome = TaskOutcome(id=f"{turn.turn_id}:task", task=task, turn_id=turn.turn_id,
                               ok=not failure, reason=failure[:500])
-        await self.publish(self.subjects.evt("task", "outcome", task), outcome)
+        await self.send(outcome)
 
     # -- shared facts ------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ class ChatClient:
 
     async def send(self, text: str) -> str:
         msg = TerminalInput(id=uuid.uuid4().hex, chat=self.chat, text=text)
-        await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
+        await self.bus.send(msg)
         return msg.id
 
 

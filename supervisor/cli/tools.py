@@ -99,7 +99,7 @@ async def revert_scripts(settings: Settings, timeout: float) -> tuple[bool, str]
 
         subject = bus.subjects.evt("scripts", "reverted", request.id)
         await bus.nc.subscribe(subject, cb=on_msg)
-        await bus.publish(bus.subjects.cmd("executor", "revert"), request)
+        await bus.send(request)
         try:
             done = await asyncio.wait_for(answer, timeout)
         except TimeoutError:
