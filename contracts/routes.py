@@ -129,14 +129,16 @@ _OUT = "out.{sink.channel}.{sink.chat}"
 
 ROUTES: tuple[Route, ...] = (
     Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat"), keys=_intake,
+          description="scheduled tasks enter on `in.schedule.<task>`",
           narrow={"channel": tuple(f"in.{c}.*" for c in CHANNELS),
                   "heartbeat": ("in.schedule.*",)}),
     Route(Reply, _OUT, ("planner", "executor")),
     Route(ApprovalPrompt, _OUT, ("approval",)),
     Route(Notice, _OUT, ("channel", "executor", "approval", SUPERVISOR)),
-    Route(TerminalInput, "cmd.channel.terminal", (CLI,), "`wintermute chat` to the channel"),
+    Route(TerminalInput, "cmd.channel.terminal", (CLI,), "what `wintermute chat` typed"),
     Route(SessionReset, "cmd.planner.reset", ("channel",)),
-    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", SUPERVISOR)),
+    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", SUPERVISOR),
+          "the executor's `escalate` is answered on `evt.tool.result.<session>`"),
     Route(ToolRequest, "cmd.executor.run", ("planner",)),
     Route(ScriptsRevert, "cmd.executor.revert", ("channel", CLI, SUPERVISOR)),
     Route(MemorySave, "cmd.memory.save", ("executor",)),
@@ -144,12 +146,14 @@ ROUTES: tuple[Route, ...] = (
     Route(Recall, "cmd.memory.recall", ("planner",)),
     Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", SUPERVISOR)),
     Route(ApprovalDecision, "cmd.approval.decide", ("channel",)),
-    Route(LlmResponse, "evt.llm.response.{session}", ("llm",)),
+    Route(LlmResponse, "evt.llm.response.{session}", ("llm",), "with token usage"),
     Route(LlmPreview, "evt.llm.preview.{session}", ("llm",),
           "the answer so far while streaming; only for requests with `preview_to`"),
     Route(ToolResult, "evt.tool.result.{session}", ("executor", "memory", "llm")),
-    Route(ToolOutcome, "evt.tool.outcome.{tool}", ("executor",)),
-    Route(ScriptsReverted, "evt.scripts.reverted.{request_id}", ("executor",)),
+    Route(ToolOutcome, "evt.tool.outcome.{tool}", ("executor",),
+          "per-call stats, with an agent-created tool's `version`"),
+    Route(ScriptsReverted, "evt.scripts.reverted.{request_id}", ("executor",),
+          "also awaited by `wintermute revert`"),
     Route(Recalled, "evt.memory.recalled.{session}", ("memory",)),
     Route(ApprovalResolved, "evt.approval.resolved.{session}", ("approval",)),
     Route(SessionIdle, "evt.session.idle.{session}", ("observer",)),
@@ -169,7 +173,7 @@ ROUTES: tuple[Route, ...] = (
 #: their answers only.
 FLATLINE_SESSION = "flatline"
 DIAGNOSIS_SESSION = "flatline-diagnosis"
-_FLATLINE = (f"evt.approval.resolved.{FLATLINE_SESSION}", "evt.scripts.reverted.*",
+_FLATLINE = (f"evt.approval.resolved.{FLATLINE_SESSION}", "evt.scripts.reverted.>",
              f"evt.llm.response.{DIAGNOSIS_SESSION}")
 
 DURABLES: tuple[Durable, ...] = (
