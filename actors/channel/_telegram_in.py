@@ -116,6 +116,7 @@ class Inbound:
         turn = TurnRequest(
             id=base, session=session, principal=principal, text=text, reply_to=sink,
             is_owner=ctx.is_owner, attachments=attachments,
+            preview_interval=self.cfg.preview_interval_secs if self.cfg.preview else 0.0,
         )
         await self.a.bus.send(turn)
         self.a.typing.start(base, sink)

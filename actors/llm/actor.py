@@ -26,6 +26,9 @@ NO_MODEL = (
     "and restart `wintermute up`."
 )
 
+#: Preview cadence for a request that asks for a preview without saying how often.
+DEFAULT_PREVIEW_INTERVAL = 1.5
+
 PROVIDER_VARS = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
     "OPENAI_BASE_URL", "OLLAMA_HOST", "OLLAMA_API_KEY",
@@ -120,7 +123,8 @@ class LlmActor(Actor):
         sink = req.preview_to
         if sink is None:
             return None
-        every = self.config.channels.telegram.preview_interval_secs
+        # The channel's cadence travels on the request; an older planner's request has none.
+        every = req.preview_interval or DEFAULT_PREVIEW_INTERVAL
         last_at, last_len, seq = time.monotonic(), 0, 0
 
         async def on_text(text: str) -> None:

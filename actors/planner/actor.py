@@ -77,7 +77,7 @@ class PlannerActor(Actor):
             case LlmResponse():
                 return await self._on_llm(state, msg)
             case ToolResult(deferred=True):
-                return await self._on_turn(state, self._deferred_turn(msg))
+                return await self._on_turn(state, self._deferred_turn(state, msg))
             case ToolResult():
                 return await self._on_tool(state, msg)
             case SessionReset():
@@ -92,6 +92,8 @@ class PlannerActor(Actor):
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
+        if req.origin == "user":
+            state.preview_interval, state.preview_sink = req.preview_interval, req.reply_to
         if state.active is not None:
             state.queue.append(req)
             return True
@@ -103,7 +105,7 @@ class PlannerActor(Actor):
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
         await self.send(recall)
 
-    def _deferred_turn(self, result: ToolResult) -> TurnRequest:
+    def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
         status = "succeeded" if result.ok else "failed"
         text = (
             f"[Event] The earlier {result.name} call {result.call_id} {status} after its turn "
@@ -115,6 +117,8 @@ class PlannerActor(Actor):
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
             reply_to=sink, is_owner=True, origin="event",
+            # The chat's preview cadence, as its channel set it on the session's last user turn.
+            preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
 
     async def _on_recalled(self, state: SessionState, msg: Recalled) -> bool:
@@ -137,16 +141,10 @@ class PlannerActor(Actor):
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
-            preview_to=self._preview_to(turn.request),
+            preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
+            preview_interval=turn.request.preview_interval,
         )
         await self.send(req)
-
-    def _preview_to(self, req: TurnRequest) -> Sink | None:
-        """Where the answer may be shown while it is written: Telegram chats, not scheduled turns."""
-        sink = req.reply_to
-        if sink.channel == "telegram" and self.config.channels.telegram.preview:
-            return sink if req.origin != "schedule" else None
-        return None
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
         turn = state.active
