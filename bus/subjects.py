@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contracts import Msg, subject_token
-from contracts.routes import subject_of
+from contracts.routes import subject_for, subject_of
 
 DAY = 24 * 3600.0
 
@@ -75,6 +75,10 @@ class Subjects:
     def of(self, msg: Msg) -> str:
         """The subject `msg` travels on, from its route (contracts/routes.py)."""
         return f"{self.p}.{subject_of(msg)}"
+
+    def route(self, kind: type[Msg], **values: str) -> str:
+        """The subject of a type for given placeholder values (to subscribe to one of them)."""
+        return f"{self.p}.{subject_for(kind, **values)}"
 
     def rel(self, relative: str) -> str:
         """A prefix-relative subject or filter of the route table, made absolute."""

@@ -238,6 +238,17 @@ def subject_of(msg: Msg) -> str:
     return ".".join(out)
 
 
+def subject_for(kind: type[Msg], **values: str) -> str:
+    """A type's prefix-relative subject with its placeholders given by name (the last part of
+    a dotted one: `chat=` fills `{sink.chat}`); for subscribing to one message's subject."""
+    out = []
+    for token in tokens(route_of(kind).subject):
+        if token.startswith("{"):
+            token = subject_token(values[token[1:-1].rsplit(".", 1)[-1]])
+        out.append(token)
+    return ".".join(out)
+
+
 def tokens(template: str) -> list[str]:
     """A subject template's tokens (a placeholder such as `{sink.chat}` is one token)."""
     return re.split(r"\.(?![^{]*\})", template)

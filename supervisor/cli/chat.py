@@ -36,7 +36,7 @@ class ChatClient:
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
 
-        subject = self.bus.subjects.evt("channel", "delivered", self.chat)
+        subject = self.bus.subjects.route(Delivered, chat=self.chat)
         await self.bus.nc.subscribe(subject, cb=on_msg)
 
     async def send(self, text: str) -> str:

@@ -97,7 +97,7 @@ async def revert_scripts(settings: Settings, timeout: float) -> tuple[bool, str]
             if msg.request_id == request.id and not answer.done():
                 answer.set_result(msg)
 
-        subject = bus.subjects.evt("scripts", "reverted", request.id)
+        subject = bus.subjects.route(ScriptsReverted, request_id=request.id)
         await bus.nc.subscribe(subject, cb=on_msg)
         await bus.send(request)
         try:

@@ -32,6 +32,7 @@ from contracts.routes import (
     overlaps,
     publishes,
     route_of,
+    subject_for,
     subject_of,
     tokens,
 )
@@ -97,6 +98,8 @@ def test_subjects_are_derived_from_the_message() -> None:
     letter = DeadLetter(id="d", actor="memory", reason="r", subject="s", stream="S",
                         stream_seq=1, deliveries=1, payload="")
     assert subject_of(letter) == "dlq.memory"
+    assert subject_for(Reply, channel="telegram", chat="-100.5") == subject_of(reply)
+    assert subject_for(ScriptsReverted, request_id="rev") == subject_of(done)
 
 
 def test_every_durable_reads_routed_subjects_from_its_own_stream() -> None:
