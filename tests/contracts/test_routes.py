@@ -166,3 +166,12 @@ def test_overlaps() -> None:
     assert not overlaps("evt.approval.resolved.flatline", "evt.llm.response.{session}")
     assert overlaps("evt.approval.resolved.flatline", "evt.approval.resolved.{session}")
     assert not overlaps("cmd.planner.*", "cmd.planner")
+
+
+def test_every_conditional_durable_names_a_real_config_key(tmp_path: Path) -> None:
+    from contracts.config import load_settings
+
+    config = load_settings(tmp_path, {}).config
+    for d in DURABLES:
+        if d.when:
+            assert isinstance(d.enabled(config), bool), d.name  # AttributeError if misspelt
