@@ -103,7 +103,7 @@ class ApprovalActor(Actor):
         status = "approved" if msg.approved else "denied"
         await self._resolve(pending, status, entry.revision)
 
-    async def _resolve(self, pending: Pending, status: str, revision: int) -> None:
+    async def _resolve(self, pending: Pending, status: str, revision: int | None) -> None:
         """Single use: the compare-and-set on the KV revision lets only one answer win."""
         decided = msgspec.structs.replace(pending, status=status)
         try:
