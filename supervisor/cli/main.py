@@ -31,12 +31,15 @@ def main() -> None:
 
 
 @main.command()
-def init() -> None:
+@click.option("--seed", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder with AGENTS.md, USER.md, HEARTBEAT.md or agent.toml to start from "
+                   "(a file the agent changed since is kept).")
+def init(seed: Path | None) -> None:
     """Create WINTERMUTE_HOME with config, templates and folders (idempotent)."""
     from supervisor.process.home import init_home
 
     home = _home()
-    created = init_home(home)
+    created = init_home(home, seed)
     click.echo(f"{home}: " + (f"created {', '.join(created)}" if created else "already set up"))
 
 
@@ -187,6 +190,15 @@ def actor(name: str) -> None:
     _settings()  # a configuration error is reported here, before the hand-over
     # Replace this process by the actors' entry point, so the CLI imports no actor code.
     os.execv(sys.executable, [sys.executable, "-m", "actors", name])
+
+
+@main.command()
+@click.argument("name")
+def probe(name: str) -> None:
+    """Exit 0 if the actor NAME on this machine or pod is alive (liveness/readiness probe)."""
+    from supervisor.probe import main as probe_main
+
+    sys.exit(probe_main([name]))
 
 
 @main.command()
