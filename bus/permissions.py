@@ -58,7 +58,8 @@ GRANTS: dict[str, Grant] = {
     "memory": Grant(kv_write=("state:memory",)),
     "approval": Grant(kv_write=("approvals:>",)),
     "observer": Grant(),
-    "heartbeat": Grant(kv_read=("health", "state", "budget")),
+    "heartbeat": Grant(kv_read=("health", "state", "budget"),
+                       kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         subscribe=(">",),

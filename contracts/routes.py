@@ -128,13 +128,13 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
 _OUT = "out.{sink.channel}.{sink.chat}"
 
 ROUTES: tuple[Route, ...] = (
-    Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat"), keys=_intake,
-          description="scheduled tasks enter on `in.schedule.<task>`",
+    Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
+          description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`)",
           narrow={"channel": tuple(f"in.{c}.*" for c in CHANNELS),
-                  "heartbeat": ("in.schedule.*",)}),
+                  "heartbeat": ("in.schedule.*",), CLI: ("in.schedule.*",)}),
     Route(Reply, _OUT, ("planner", "executor")),
     Route(ApprovalPrompt, _OUT, ("approval",)),
-    Route(Notice, _OUT, ("channel", "executor", "approval", SUPERVISOR)),
+    Route(Notice, _OUT, ("channel", "executor", "approval", "heartbeat", SUPERVISOR)),
     Route(TerminalInput, "cmd.channel.terminal", (CLI,), "what `wintermute chat` typed"),
     Route(SessionReset, "cmd.planner.reset", ("channel",)),
     Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", SUPERVISOR),
