@@ -29,6 +29,7 @@ from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recall
 from contracts.ops import (
     DeadLetter,
     Health,
+    HoldRelease,
     Intervention,
     SessionIdle,
     SessionReset,
@@ -68,6 +69,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     SessionRetry,
     Intervention,
     TaskOutcome,
+    HoldRelease,
 )
 
 AnyMsg = (
@@ -99,6 +101,7 @@ AnyMsg = (
     | SessionRetry
     | Intervention
     | TaskOutcome
+    | HoldRelease
 )
 
 __all__ = [
@@ -113,6 +116,7 @@ __all__ = [
     "DeadLetter",
     "Delivered",
     "Health",
+    "HoldRelease",
     "Intervention",
     "LlmPreview",
     "LlmProgress",

@@ -31,7 +31,7 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from bus import PayloadTooLarge, PublishError, Reject, Retry, StoreFull
+from bus import BusError, PayloadTooLarge, PublishError, Reject, Retry, StoreFull, decode_record
 from contracts import (
     ApprovalPrompt,
     DeadLetter,
@@ -115,7 +115,7 @@ class TelegramAdapter(Adapter):
         await self.bus.kv_put(self.subjects.kv_state, f"telegram.{key}", value)
 
     async def state_delete(self, key: str) -> None:
-        await (await self.bus.kv(self.subjects.kv_state)).delete(f"telegram.{key}")
+        await self.bus.kv_delete(self.subjects.kv_state, f"telegram.{key}")
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -205,7 +205,7 @@ class TelegramAdapter(Adapter):
             day = time.strftime("%Y%m%d")
             notice = Notice(id=f"telegram:disabled:{day}", sink=sink, text=why, source="telegram")
             try:
-                await self.bus.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+                await self.bus.send(notice)
             except PublishError as exc:
                 log.warning("could not tell the owner: %s", exc)
 
@@ -253,8 +253,10 @@ class TelegramAdapter(Adapter):
         return f"offset.{self.me.id}"
 
     async def _load_offset(self) -> int | None:
-        raw = await self.state_get(self._offset_key())
-        return int(raw) if raw else None
+        # A JSON number; anything else is logged and polling starts from Telegram's backlog.
+        offset: int | None = decode_record(await self.state_get(self._offset_key()), int,
+                                           "telegram offset")
+        return offset
 
     async def _save_offset(self, offset: int) -> None:
         delay = 0.5
@@ -269,8 +271,6 @@ class TelegramAdapter(Adapter):
 
     async def ingest(self, update: Any, forever: bool) -> None:
         """Store one update's messages; bus failures retry (forever when polling)."""
-        import nats.errors
-
         attempt = 0
         while True:
             attempt += 1
@@ -289,7 +289,7 @@ class TelegramAdapter(Adapter):
                             update.update_id)
                 await self._dead_letter(update, exc, attempt)
                 return
-            except (PublishError, nats.errors.Error, ConnectionError, TimeoutError) as exc:
+            except (PublishError, BusError, ConnectionError, TimeoutError) as exc:
                 if not forever:
                     raise
                 log.warning("update %s not stored yet (%s); retrying", update.update_id, exc)
@@ -321,7 +321,7 @@ class TelegramAdapter(Adapter):
             subject="telegram.update", stream="", stream_seq=0, deliveries=attempts,
             payload=payload,
         )
-        await self.bus.publish(self.subjects.dlq("channel"), letter)
+        await self.bus.send(letter)
 
     # -- outbound ------------------------------------------------------------------------
 

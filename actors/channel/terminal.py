@@ -6,8 +6,6 @@ import logging
 import time
 from typing import Any
 
-import msgspec
-
 from actors.channel.adapter import Adapter
 from actors.channel.commands import CommandContext, handle_command
 from bus import Retry, StoreFull
@@ -61,7 +59,7 @@ class TerminalAdapter(Adapter):
             is_owner=is_owner,
         )
         try:
-            await self.bus.publish(self.subjects.inbound("terminal", update.chat), turn)
+            await self.bus.send(turn)
         except StoreFull:
             await self.actor.store_full(Sink(channel="terminal", chat=update.chat))
             raise Retry("the message store is full", delay=15) from None
@@ -70,13 +68,12 @@ class TerminalAdapter(Adapter):
         # `wintermute chat` listens on the subject itself: a core publish reaches it unstored.
         out = Delivered(id=f"direct:{time.time_ns()}", chat=sink.chat, kind="notice", text=text,
                         ref="")
-        await self.bus.nc.publish(self.subjects.evt("channel", "delivered", sink.chat),
-                                  msgspec.json.encode(out))
+        await self.bus.send_unstored(out)
 
     async def _deliver(self, update: TerminalInput, kind: str, text: str) -> None:
         out = Delivered(id=f"{update.id}:{kind}", chat=update.chat, kind=kind, text=text,
                         ref=update.id)
-        await self.bus.publish(self.subjects.evt("channel", "delivered", update.chat), out)
+        await self.bus.send(out)
 
     async def send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
         chat = msg.sink.chat
@@ -90,9 +87,9 @@ class TerminalAdapter(Adapter):
             case Notice():
                 out = Delivered(id=f"{msg.id}:delivered", chat=chat, kind="notice", text=msg.text,
                                 ref=msg.id)
-        await self.bus.publish(self.subjects.evt("channel", "delivered", chat), out)
+        await self.bus.send(out)
 
     async def suppressed(self, msg: Reply) -> None:
         out = Delivered(id=f"{msg.id}:delivered", chat=msg.sink.chat, kind="suppressed",
                         text="", ref=msg.turn_id)
-        await self.bus.publish(self.subjects.evt("channel", "delivered", msg.sink.chat), out)
+        await self.bus.send(out)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from bus import Retry, delivery
 from contracts import LlmProgress, LlmRequest
+from contracts.routes import durable
 
 if TYPE_CHECKING:
     from actors.llm.actor import LlmActor
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 #: Deliveries of one request the llm subscription allows; retries stop two short of it, so
 #: the consumer's crash-loop dead letter is left for real crashes.
-MAX_DELIVER = 12
+MAX_DELIVER = durable("llm").max_deliver
 
 
 def retry_delay(attempt: int, cap: float) -> float:
@@ -66,7 +67,7 @@ async def progress(actor: LlmActor, req: LlmRequest, seq: int | str, *, reason: 
         reason=reason[:300], retry_in=retry_in,
     )
     try:
-        await actor.publish(actor.subjects.evt("llm", "progress", req.session), event)
+        await actor.send(event)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - the planner's deadline is generous

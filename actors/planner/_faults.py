@@ -233,8 +233,7 @@ class TurnFaults:
                 "again; /reset clears the conversation if this keeps happening.")
         reply = Reply(id=f"{req.id}:refused", session=req.session, turn_id=req.id,
                       sink=req.reply_to, text=text)
-        await self.bus.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat),
-                               reply)
+        await self.bus.send(reply)
 
     def _on_progress(self, state: SessionState, msg: LlmProgress) -> bool:
         """The llm is still at it: the model step's deadline starts again."""

@@ -78,7 +78,7 @@ class SessionOps:
             sink = msg.reply_to or Sink.parse(self.config.owner.sink)
             reply = Reply(id=f"{msg.id}:reply", session=state.session, turn_id=msg.id,
                           sink=sink, text="There is no failed message to try again here.")
-            await self.bus.publish(self.subjects.outbound(sink.channel, sink.chat), reply)
+            await self.bus.send(reply)
             return False
         state.failed = None
         await self._on_turn(state, msgspec.structs.replace(failed, id=msg.id))
@@ -102,7 +102,7 @@ class SessionOps:
             return
         sink = Sink.parse(self.config.owner.sink)
         notice = Notice(id=f"{msg.id}:outage", sink=sink, text=text, source="planner")
-        await self.bus.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+        await self.bus.send(notice)
         await self.bus.kv_put(bucket, OUTAGE_KEY, msg.id.encode() if msg.outage else b"")
         self._outage_known = msg.outage  # an empty value reads as absent
 
