@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from actors import ACTORS
-from benchmarks.chaos_faults import Round, fault_rounds, status_turns
+from benchmarks.chaos_faults import Round, fault_rounds, settled_status, status_turns
 from benchmarks.chaos_kit import Driver, FakeModel, Instance, percentile, tally
 
 STALE = 8.0  # supervisor.stale_after_secs for the campaign
@@ -128,7 +128,7 @@ async def campaign(args: argparse.Namespace) -> int:
                 rounds = await fault_rounds(inst, drv, model)
             missing = await drv.wait(ids, 180)
             result = await tally(bus, ids)
-            status = await inst.status()
+            status = await settled_status(inst)
         finally:
             if inst.bus is not None:
                 await inst.bus.close()

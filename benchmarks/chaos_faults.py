@@ -13,6 +13,7 @@ import time
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 from benchmarks.chaos_kit import Driver, FakeModel, Instance, read_stream, tally
 from contracts import TerminalInput
@@ -135,9 +136,20 @@ async def fault_rounds(inst: Instance, drv: Driver, model: FakeModel) -> list[Ro
     return rounds
 
 
-def status_turns(status: dict[str, object]) -> str:
+async def settled_status(inst: Instance, wait: float = 15.0) -> dict[str, Any]:
+    """The supervisor's status once the planner reports no turn in progress (health is a few
+    seconds behind), or as it is after `wait` seconds: a turn still there then is stuck."""
+    deadline = time.monotonic() + wait
+    while True:
+        status = await inst.status()
+        if "0 turns in progress" in status_turns(status) or time.monotonic() > deadline:
+            return status
+        await asyncio.sleep(1)
+
+
+def status_turns(status: dict[str, Any]) -> str:
     """What `status` says of turns in progress (from the planner's health)."""
-    for actor in status.get("actors", []):  # type: ignore[attr-defined]
+    for actor in status.get("actors", []):
         if actor.get("name") == "planner":
             info = actor.get("info") or {}
             return (f"{info.get('active_turns', 0)} turns in progress, "
