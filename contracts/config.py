@@ -216,6 +216,26 @@ class SupervisorConfig(_Section):
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
+class McpServer(_Section):
+    """One MCP server: stdio (`command`, `args`, `env`) or Streamable HTTP (`url`, `headers`).
+    Env and header values written "$NAME" are taken from .env."""
+
+    name: str
+    command: str = ""
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    allow: list[str] = msgspec.field(default_factory=list)  # its tools offered (empty: all)
+    deny: list[str] = msgspec.field(default_factory=list)
+    approval: str | list[str] = "never"  # "never", "always", or the tool names that ask
+    timeout_secs: float = 60.0
+
+
+class McpConfig(_Section):
+    servers: list[McpServer] = msgspec.field(default_factory=list)
+
+
 class BackupConfig(_Section):
     """Scheduled `wintermute backup` runs by the supervisor (archives under backups/)."""
 
@@ -254,6 +274,7 @@ class Config(_Section):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
 
 class Personality(_Section):
@@ -455,7 +476,24 @@ def _check(config: Config, agent: AgentConfig) -> None:
             check_cron(config.backup.cron)
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
+    _check_mcp(config)
     _check_tasks(agent)
+
+
+def _check_mcp(config: Config) -> None:
+    names: set[str] = set()
+    for i, server in enumerate(config.mcp.servers):
+        where = f"mcp.servers[{i}]"
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", server.name) or server.name in names:
+            raise ConfigError(f"config.toml: invalid value for '{where}.name': {server.name!r} "
+                              "(unique; letters, digits, - and _; at most 32)")
+        names.add(server.name)
+        if bool(server.command) == bool(server.url):
+            raise ConfigError(f"config.toml: '{where}' ({server.name}) needs exactly one of "
+                              "command (stdio) or url (Streamable HTTP)")
+        if isinstance(server.approval, str) and server.approval not in ("never", "always"):
+            raise ConfigError(f"config.toml: invalid value for '{where}.approval': use "
+                              "\"never\", \"always\" or a list of tool names")
 
 
 def _check_tasks(agent: AgentConfig) -> None:
