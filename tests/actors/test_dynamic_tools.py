@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from actors.executor.dynamic.git import GitError, commit_paths, git, revert_last
+from actors.executor.dynamic.git import commit_paths, revert_last
 from actors.executor.dynamic.run import split_output
 from actors.executor.dynamic.spec import SpecError, build_spec
 from bus import Bus, codec
 from contracts import ToolOutcome, ToolRequest, ToolResult
 from contracts.config import Settings
+from kit.safegit import run_git
 from supervisor.cli.tools import gather_tools, render_tools, revert_scripts
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
@@ -41,9 +41,7 @@ def create_args(name: str, source: str, **extra: Any) -> dict[str, Any]:
 
 
 def git_log(home: Path) -> list[str]:
-    out = subprocess.run(["git", "log", "--format=%s"], cwd=home / "scripts", check=True,
-                         capture_output=True, text=True)
-    return out.stdout.splitlines()
+    return run_git(home / "scripts", "log", "--format=%s")[1].splitlines()
 
 
 def write_tool(home: Path, name: str, source: str, spec: dict[str, Any] | None = None) -> None:
@@ -293,7 +291,7 @@ def test_specs_and_output_parsing() -> None:
     assert split_output("killed", "__m") == ("killed", None, "")
 
 
-async def test_revert_checks_head_undoes_an_undo_and_refuses_risky_config(home: Path) -> None:
+async def test_revert_checks_head_and_undoes_an_undo(home: Path) -> None:
     repo = home / "scripts"
     (repo / "x.py").write_text("print(1)\n")
     assert await commit_paths(repo, ["x.py"], "create tool: x")
@@ -303,9 +301,4 @@ async def test_revert_checks_head_undoes_an_undo_and_refuses_risky_config(home: 
     assert undo.ok and not (repo / "x.py").exists()
     redo = await revert_last(repo)
     assert redo.ok and "is back" in redo.text and (repo / "x.py").exists()
-    await git(repo, "config", "filter.evil.clean", "touch /tmp/pwned")
-    (repo / "x.py").write_text("print(2)\n")
-    with pytest.raises(GitError, match="filter.evil.clean"):
-        await commit_paths(repo, ["x.py"], "update tool: x")
-    refused = await revert_last(repo)
-    assert not refused.ok and "filter.evil.clean" in refused.text
+    # attacks on host-side git through scripts/: tests/kit/test_safegit.py
