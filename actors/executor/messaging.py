@@ -10,6 +10,7 @@ from pathlib import Path
 from actors.executor._limits import RateLimiter
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_str
 from contracts import ChatMessage, LlmRequest, Reply, Sink, ToolRequest, ToolSpec
+from kit import safefs
 
 MESSAGE_RATE_LIMIT = 20  # per minute: a runaway loop must not flood a chat
 MAX_FILE_BYTES = 50_000_000  # what Telegram bots may upload; other channels allow less or more
@@ -36,23 +37,33 @@ def attach(ctx: ToolContext, ref: str) -> str:
         if rel.startswith(prefix):
             rel = rel[len(prefix):]
     root = ctx.workspace.resolve()
-    path = (root / rel).resolve()
-    if rel.startswith(("/", "~")) or root not in path.parents:
-        raise Refused(f"{ref!r} is not inside the workspace; only workspace files can be sent.")
+    try:
+        parts = safefs.relative_parts(rel)
+    except safefs.UnsafePath as exc:
+        raise Refused(f"{ref!r} is not inside the workspace; only workspace files can be "
+                      "sent.") from exc
+    path = root.joinpath(*parts)
+    if path.resolve() != path:  # a link the sandbox may have planted, e.g. to .env
+        raise Refused(f"{ref!r} is or goes through a symbolic link; only plain workspace files "
+                      "can be sent.")
     if not path.is_file():
         raise Refused(f"There is no file {ref!r} in the workspace.")
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise Refused(f"{ref!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit for files.")
-    if size <= SCAN_BYTES and _holds_secret(ctx, path):
+    if size <= SCAN_BYTES and _holds_secret(ctx, root, "/".join(parts)):
         raise Refused(
             f"{ref!r} contains a secret (a value from .env or a credential), so it was not sent."
         )
     return str(path.relative_to(root))
 
 
-def _holds_secret(ctx: ToolContext, path: Path) -> bool:
-    text = path.read_bytes().decode("latin-1")  # every byte maps to one character
+def _holds_secret(ctx: ToolContext, root: Path, rel: str) -> bool:
+    try:  # read without following links: the check must see the bytes that would be sent
+        data = safefs.read_bytes(root, rel, SCAN_BYTES + 1)
+    except safefs.UnsafePath as exc:
+        raise Refused(f"{rel!r} changed into a link while it was checked; it was not sent.") from exc
+    text = data.decode("latin-1")  # every byte maps to one character
     return bool(ctx.redactor.scan(text)[1])
 
 

@@ -189,6 +189,24 @@ async def test_create_tool_validates_and_commits(
         assert outcome.ok and outcome.version == 1
 
 
+async def test_create_tool_never_writes_through_a_planted_link(
+    settings_for: SettingsFor, home: Path, caller: Caller
+) -> None:
+    """Links the sandbox planted in scripts/ at the tool's file names point at config.toml;
+    create_tool replaces the links and leaves config.toml alone (sandbox → host, issue 16)."""
+    settings = settings_for()
+    config = home / "config.toml"
+    before = config.read_bytes()
+    for name in ("linked.py", "linked.json"):
+        (home / "scripts" / name).symlink_to(config)
+    async with actors(settings, "executor"):
+        res = await caller.call("create_tool", create_args("linked", ADD))
+        assert res.ok, res.output
+    assert config.read_bytes() == before
+    assert not (home / "scripts" / "linked.py").is_symlink()
+    assert (home / "scripts" / "linked.py").read_text() == ADD
+
+
 async def _outcome(caller: Caller, tool: str) -> ToolOutcome | None:
     return next((o for o in caller.outcomes if o.tool == tool), None)
 
