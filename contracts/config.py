@@ -165,12 +165,22 @@ class EgressConfig(_Section):
 
 
 class SandboxConfig(_Section):
-    """Limits of the Docker-API sandbox container."""
+    """Limits of the sandboxes: the Docker-API container, and each bubblewrap command (a
+    cgroup where this process may create one, rlimits otherwise)."""
 
     memory_mb: int = 2048
-    cpu_cores: float = 2.0
+    cpu_cores: float = 2.0  # docker only
     pids_limit: int = 256
-    tmp_mb: int = 512  # size of its /tmp (tmpfs)
+    tmp_mb: int = 512  # size of its /tmp (tmpfs); docker only
+    file_size_mb: int = 1024  # bwrap: largest file a command may write (RLIMIT_FSIZE)
+    cpu_secs: int = 600  # bwrap: CPU seconds per process (RLIMIT_CPU); 0: no limit
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "pids_limit", "file_size_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.cpu_secs < 0:
+            raise ValueError("cpu_secs must be 0 (no limit) or more")
 
 
 class ObserverConfig(_Section):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import msgspec
 
+from actors.executor._proctree import kill_tree, subreaper_launcher
 from kit.redact import looks_secret_name
 
 READ_CHUNK = 65_536
@@ -90,10 +91,15 @@ def scrubbed_env(environ: Mapping[str, str], secret_names: Iterable[str]) -> dic
     }
 
 
-def _kill_group(pid: int) -> None:
-    """SIGKILL the process group led by pid (ignore it if already gone)."""
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL every process under pid, then the process group it leads (ignore what is gone).
+
+    The tree first: processes that left the group (setsid, double fork) are still found there
+    when proc is the launcher, their subreaper (direct mode)."""
+    if proc.returncode is None:  # once reaped, its pid may belong to someone else
+        kill_tree(proc.pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _close(proc: asyncio.subprocess.Process) -> None:
@@ -137,10 +143,12 @@ async def run_command(
     env: Mapping[str, str],
     stdin: bytes = b"",
 ) -> CommandResult:
-    """Run `bash -c command` (see run_process)."""
+    """Run `bash -c command` (see run_process) under a launcher that is the subreaper of
+    everything it starts, so the timeout ends processes that left the session too."""
     bash = shutil.which("bash") or "/bin/bash"
     return await run_process(
-        [bash, "-c", command], cwd=cwd, timeout=timeout, output_limit=output_limit, env=env,
+        subreaper_launcher([bash, "-c", command]), cwd=cwd, timeout=timeout,
+        output_limit=output_limit, env=env,
         stdin=stdin,
     )
 
@@ -186,19 +194,19 @@ async def run_process(
                         await asyncio.wait({reader}, timeout=DRAIN_GRACE_SECS)
                         if not reader.done():
                             lingered = True
-                            _kill_group(proc.pid)
+                            _kill_group(proc)
                             break
                 if not lingered:
                     await proc.wait()
         except TimeoutError:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill_group(proc)
         if timed_out or lingered:
             await _settle(proc, reader)
         if reader.done() and not reader.cancelled():
             reader.result()  # surface unexpected read errors
     except asyncio.CancelledError:
-        _kill_group(proc.pid)
+        _kill_group(proc)
         reader.cancel()
         _close(proc)
         raise

@@ -100,6 +100,21 @@ async def test_timeout_kills_child_and_grandchild(tmp_path: Path) -> None:
         assert await gone(pid), f"{name} process {pid} survived the timeout"
 
 
+async def test_timeout_kills_processes_that_left_the_session(tmp_path: Path) -> None:
+    """setsid and a double fork leave the process group and session; the timeout still ends
+    them (issue 16: a setsid background process outlived the command timeout)."""
+    result = await run(
+        "setsid sleep 30 > /dev/null 2>&1 & echo a $!; "
+        "( setsid sleep 31 > /dev/null 2>&1 & echo b $! ); "  # orphaned at once: a daemon
+        "( nohup setsid bash -c 'trap \"\" TERM HUP; sleep 32' > /dev/null 2>&1 & echo c $! ); "
+        "sleep 20", tmp_path, secs=1.5)
+    assert result.timed_out
+    pids = [int(pid) for pid in re.findall(r"^[abc] (\d+)$", result.output, re.M)]
+    assert len(pids) == 3, result.output
+    for pid in pids:
+        assert await gone(pid), f"{pid} survived the timeout"
+
+
 async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None:
     task = asyncio.create_task(run("sleep 30 & echo $! > pid; wait", tmp_path, secs=60))
     pid_file = tmp_path / "pid"
