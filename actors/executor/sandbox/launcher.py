@@ -11,6 +11,7 @@ to init, so the executor can find and kill every one of them at the timeout.
 import json
 import os
 import resource
+import signal
 import sys
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -22,6 +23,10 @@ def fail(text: str) -> None:
 
 
 def main() -> None:
+    # Python ignores these at start-up and ignored signals survive exec: give the command
+    # the defaults a shell gives (a full pipe or file then stops it as usual).
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
     spec = json.loads(sys.argv[1])
     argv = sys.argv[3:]
     for procs in spec.get("cgroups", []):
@@ -60,8 +65,6 @@ def main() -> None:
         if got == pid:
             code = os.waitstatus_to_exitcode(status)
             if code < 0:  # die of the same signal, so the caller sees what the command saw
-                import signal
-
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
                 if -code not in (signal.SIGKILL, signal.SIGSTOP):
                     signal.signal(-code, signal.SIG_DFL)
