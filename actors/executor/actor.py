@@ -42,7 +42,7 @@ class ExecutorActor(Actor):
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
         redactor = Redactor.from_env(self.home / ".env", os.environ)
-        env = scrubbed_env(os.environ, secrets.keys())
+        env = scrubbed_env(os.environ, secrets.keys(), redactor)
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
         self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)

@@ -6,6 +6,7 @@ import asyncio
 import codecs
 import contextlib
 import os
+import re
 import shutil
 import signal
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 import msgspec
 
 from actors.executor._proctree import kill_tree, subreaper_launcher
-from kit.redact import looks_secret_name
+from kit.redact import Redactor, looks_secret_name, redact_patterns
 
 READ_CHUNK = 65_536
 POLL_SECS = 0.1  # how often to check whether bash exited while its output pipe stays open
@@ -78,8 +79,16 @@ class _Capture:
         return f"\n[... {cut} characters cut ...]\n"
 
 
-def scrubbed_env(environ: Mapping[str, str], secret_names: Iterable[str]) -> dict[str, str]:
-    """Copy the environment without secrets, secret-looking names, WM__* and NATS variables."""
+# A URL carrying a password (postgres://user:pw@host, https://user:token@host): DATABASE_URL-style.
+_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+
+
+def scrubbed_env(
+    environ: Mapping[str, str], secret_names: Iterable[str], redactor: Redactor | None = None,
+) -> dict[str, str]:
+    """Copy the environment without secrets: by name (.env names, secret-looking names, WM__*,
+    NATS variables) and by value (any value holding a secret the redactor knows, a
+    credential-shaped string, or a URL with a password), whatever the variable is called."""
     drop = set(secret_names)
     return {
         name: value
@@ -88,7 +97,16 @@ def scrubbed_env(environ: Mapping[str, str], secret_names: Iterable[str]) -> dic
         and not looks_secret_name(name)
         and not name.startswith("WM__")
         and "NATS" not in name.upper()
+        and not _secret_value(value, redactor)
     }
+
+
+def _secret_value(value: str, redactor: Redactor | None) -> bool:
+    if _URL_WITH_PASSWORD.search(value):
+        return True
+    if redactor is not None:
+        return bool(redactor.scan(value)[1])
+    return bool(redact_patterns(value)[1])
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

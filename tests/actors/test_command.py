@@ -13,6 +13,7 @@ import pytest
 
 from actors.executor import command as command_mod
 from actors.executor.command import CommandResult, run_command, scrubbed_env
+from kit.redact import Redactor
 
 BASE_ENV = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL")}
 
@@ -203,6 +204,23 @@ def test_scrubbed_env() -> None:
         "LANG": "C.UTF-8",
         "EDITOR": "vi",
     }
+
+
+def test_scrubbed_env_drops_secrets_by_value_whatever_their_name() -> None:
+    """Issue 16: DATABASE_URL-style variables carried secrets into the sandbox."""
+    redactor = Redactor(["dotenv-secret-1234", "another-known-5678"])
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "SHORT_FLAG": "1",
+        "COPY_OF_DOTENV": "dotenv-secret-1234",
+        "DATABASE_URL": "postgres://app:another-known-5678@db:5432/app",
+        "OTHER_DSN": "mysql://root:hunter2hunter@localhost/x",
+        "UPSTREAM": "https://u:p@example.com/",
+        "PUBLIC_URL": "https://example.com/a:b@c",  # no password in the authority: kept
+        "TOOLING": "ghp_" + "a" * 36,
+    }
+    assert scrubbed_env(environ, [], redactor) == {
+        "PATH": "/usr/bin:/bin", "SHORT_FLAG": "1", "PUBLIC_URL": "https://example.com/a:b@c"}
 
 
 async def test_child_does_not_see_scrubbed_secrets(tmp_path: Path) -> None:

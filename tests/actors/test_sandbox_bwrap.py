@@ -208,6 +208,9 @@ async def test_turn_in_bwrap_mode_keeps_secrets_out_and_reports_the_mode(
     await fake.start("openai")
     monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
     monkeypatch.setenv("MY_OTHER_TOKEN", SECRET + "-env")  # the executor scrubs it
+    # ... and these by value: the .env secret under innocent names (issue 16)
+    monkeypatch.setenv("DATABASE_URL", f"postgres://app:{SECRET}@db:5432/app")
+    monkeypatch.setenv("SERVICE_SETTING", SECRET)
     reset_clients()
     settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="bwrap")
     try:
