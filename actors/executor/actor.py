@@ -49,8 +49,9 @@ class ExecutorActor(Actor):
         # Direct mode approves every risky pattern; a sandbox contains damage to the machine,
         # so only what it cannot contain (sandboxed_risky_patterns) still needs approval.
         ex = self.config.executor
-        gate = PolicyGate(ex.sandboxed_risky_patterns if self.sandbox.isolated
-                          else ex.risky_patterns)
+        # Direct mode also asks for anything not made only of harmless commands (shellgate).
+        gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
+                else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
