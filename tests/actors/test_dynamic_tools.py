@@ -282,6 +282,31 @@ async def test_cli_revert_and_nothing_to_revert(
         assert not res.ok and "Unknown tool" in res.output
 
 
+async def test_git_config_planted_in_scripts_never_runs_on_the_host(
+    settings_for: SettingsFor, home: Path, caller: Caller
+) -> None:
+    """What a sandboxed command can write into scripts/ (a .git with hooks, fsmonitor and
+    filters, a .gitattributes): create_tool, a dependency commit and `wintermute revert`
+    through the real executor run none of it (issue 16; more in tests/kit/test_safegit.py)."""
+    from tests.kit.test_safegit import fired, plant
+
+    marker = home / "workspace" / "pwned"
+    plant(home / "scripts", marker)
+    settings = settings_for()
+    async with actors(settings, "executor"):
+        res = await caller.call("create_tool", create_args("add_numbers", ADD))
+        assert res.ok, res.output
+        (home / "scripts" / "requirements.txt").write_text("requests\n")
+        await eventually(lambda: _logged(home, "update dependencies: requirements.txt"))
+        ok, text = await revert_scripts(settings, timeout=30)
+        assert ok, text
+    assert not fired(marker)
+
+
+async def _logged(home: Path, subject: str) -> bool:
+    return subject in git_log(home)
+
+
 async def test_dependency_files_are_committed(
     settings_for: SettingsFor, home: Path, bus: Bus
 ) -> None:
