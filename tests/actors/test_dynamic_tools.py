@@ -197,11 +197,13 @@ async def test_create_tool_never_writes_through_a_planted_link(
     settings = settings_for()
     config = home / "config.toml"
     before = config.read_bytes()
-    for name in ("linked.py", "linked.json"):
+    for name in ("linked.py", "linked.json", "peek.py", "peek.json"):
         (home / "scripts" / name).symlink_to(config)
     async with actors(settings, "executor"):
         res = await caller.call("create_tool", create_args("linked", ADD))
         assert res.ok, res.output
+        peek = await caller.call("peek", {})  # the registry does not read through links either
+        assert not peek.ok and "symbolic link" in peek.output and "principals" not in peek.output
     assert config.read_bytes() == before
     assert not (home / "scripts" / "linked.py").is_symlink()
     assert (home / "scripts" / "linked.py").read_text() == ADD
