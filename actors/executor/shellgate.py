@@ -26,6 +26,8 @@ RISKY_ARGS: dict[str, tuple[str, ...]] = {
              "-fprintf", "-fls"),
     "sort": ("-o", "--output"),
     "date": ("-s", "--set"),
+    "tree": ("-o",),
+    "file": ("-C", "--compile"),
 }
 SYSTEM_DIRS = ("/usr/local/bin/", "/usr/bin/", "/bin/")
 #: Words that reach this installation's secrets or other processes' environments.

@@ -31,7 +31,7 @@ MORE = [
     "nohup setsid sleep 100 &", "echo 'unbalanced", "cat ../.env", "cat /proc/1/environ",
     "grep -r KEY ~/.wintermute", "date -s '2020-01-01'", "sudo ls", "env rm -rf build",
     "command rm -rf build", "exec rm -rf build", "{rm,-rf,build}", "$'\\x72m' -rf build",
-    "tee out.txt < in.txt", "git push --force",
+    "tee out.txt < in.txt", "git push --force", "tree -o listing.txt", "file -C -m magic",
 ]
 HARMLESS = [
     "ls -la", "pwd", "cat notes.txt | grep -i todo | wc -l", "head -n 5 log.txt; tail log.txt",
