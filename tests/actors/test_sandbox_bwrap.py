@@ -15,7 +15,7 @@ from actors.executor.egress_proxy import EgressProxy
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.sandbox.base import EGRESS_SOCKET, Layout, Sandbox
 from actors.executor.sandbox.bwrap import BwrapSandbox
-from actors.executor.sandbox.limits import CommandLimits, Limits
+from actors.executor.sandbox.limits import CommandLimits, Limits, detect_cgroups
 from actors.llm.providers import reset_clients
 from contracts.config import Settings
 from supervisor.cli.client import gather_status
@@ -185,6 +185,29 @@ async def test_rlimits_bound_memory_and_files_without_cgroups(planted: Path) -> 
     assert (planted / "workspace" / "big.bin").stat().st_size <= 10 << 20
     spin = await run(sb, "python3 -c 'while True: pass'", planted, timeout=30)
     assert not spin.timed_out and spin.exit_code != 0  # RLIMIT_CPU: 5 CPU seconds
+
+
+def test_cgroup_detection_finds_a_delegated_v2_cgroup_or_v1_hierarchies(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    (v2 / "user" / "app").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    (v2 / "user" / "app" / "cgroup.subtree_control").write_text("memory pids\n")
+    (tmp_path / "self-v2").write_text("0::/user/app\n")
+    (found,) = detect_cgroups(v2, tmp_path / "self-v2")
+    assert found.base == v2 / "user" / "app" and found.controllers == {"pids", "memory"}
+    (v2 / "user" / "app" / "cgroup.subtree_control").write_text("cpu\n")  # not delegated
+    assert detect_cgroups(v2, tmp_path / "self-v2") == []
+    v1 = tmp_path / "v1"
+    for name in ("pids", "memory/box"):
+        (v1 / name).mkdir(parents=True)
+        (v1 / name / "cgroup.procs").write_text("")
+    (tmp_path / "self-v1").write_text("8:pids:/\n4:memory:/box\n0::/\n")
+    found_v1 = detect_cgroups(v1, tmp_path / "self-v1")
+    assert [(h.base, set(h.controllers)) for h in found_v1] == [
+        (v1 / "pids", {"pids"}), (v1 / "memory" / "box", {"memory"})]
+    note = CommandLimits(Limits(pids=9, memory_mb=64, file_size_mb=1, cpu_secs=0),
+                         found_v1).describe()
+    assert "(cgroup)" in note and "at most 9 processes" in note
 
 
 async def test_auto_picks_bwrap_without_docker_and_says_why(

@@ -51,11 +51,11 @@ class Hierarchy:
     controllers: frozenset[str]
 
 
-def _own_paths() -> dict[str, str]:
+def _own_paths(proc_cgroup: Path) -> dict[str, str]:
     """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
     out: dict[str, str] = {}
     with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
+        for line in proc_cgroup.read_text().splitlines():
             _, names, path = line.split(":", 2)
             for name in names.split(",") if names else [""]:
                 out[name] = path
@@ -73,9 +73,10 @@ def _writable(base: Path) -> bool:
     return True
 
 
-def detect_cgroups(root: Path = CGROUP_ROOT) -> list[Hierarchy]:
+def detect_cgroups(root: Path = CGROUP_ROOT,
+                   proc_cgroup: Path = Path("/proc/self/cgroup")) -> list[Hierarchy]:
     """Where per-command cgroups can go: v1 pids/memory hierarchies, or a delegated v2 one."""
-    own = _own_paths()
+    own = _own_paths(proc_cgroup)
     found: list[Hierarchy] = []
     for name in ("pids", "memory"):
         base = root / name / own.get(name, "/").lstrip("/")
