@@ -49,16 +49,29 @@ async def connect_bus(settings: Settings, name: str) -> Bus:
     return bus
 
 
-async def verify_bus(actor: Actor) -> None:
-    """Make sure the streams and buckets this actor uses exist (created only if allowed)."""
+async def verify_bus(actor: Actor, patience: float = 300.0) -> None:
+    """Make sure the streams and buckets this actor uses exist (created only if allowed).
+
+    Started next to the supervisor (Kubernetes starts all pods at once) an actor may look before
+    the supervisor provisioned them: it waits, saying so, for up to `patience` seconds."""
     from bus.permissions import scope
 
     subs = [sub for sub, _ in actor.subscriptions()]
     streams, buckets = scope(actor.subjects, actor.name, subs)
-    try:
-        await actor.bus.provision(streams, buckets)
-    except ProvisionError as exc:
-        raise SystemExit(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    delay = 1.0
+    while True:
+        try:
+            await actor.bus.provision(streams, buckets)
+            return
+        except ProvisionError as exc:
+            if loop.time() + delay > deadline:
+                raise SystemExit(str(exc)) from None
+            log.warning("waiting for the supervisor to provision the bus (%s); retrying in "
+                        "%.0fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 15.0)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import msgspec
@@ -34,13 +35,25 @@ def probe(home: Path, actor: str, stale_after: float, now: float | None = None) 
     return stale_reason(record, time.time() if now is None else now, stale_after)
 
 
+def stale_after(home: Path) -> float:
+    """supervisor.stale_after_secs as the supervisor reads it: env, else config.toml."""
+    if value := os.environ.get("WM__SUPERVISOR__STALE_AFTER_SECS"):
+        return float(value)
+    try:
+        with (home / "config.toml").open("rb") as fh:
+            section = tomllib.load(fh).get("supervisor", {})
+        return float(section.get("stale_after_secs", DEFAULT_STALE_SECS))
+    except (OSError, ValueError, TypeError, tomllib.TOMLDecodeError):
+        return DEFAULT_STALE_SECS  # the actor's own start-up reports a broken config
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: wintermute probe ACTOR", file=sys.stderr)
         return 2
     home = Path(os.environ.get("WINTERMUTE_HOME") or Path.home() / ".wintermute")
-    stale = float(os.environ.get("WM__SUPERVISOR__STALE_AFTER_SECS") or DEFAULT_STALE_SECS)
+    stale = stale_after(home)
     reason = probe(home, args[0], stale)
     if reason:
         print(f"{args[0]} is not healthy: {reason}", file=sys.stderr)

