@@ -31,6 +31,7 @@ MORE = [
     "nohup setsid sleep 100 &", "echo 'unbalanced", "cat ../.env", "cat /proc/1/environ",
     "grep -r KEY ~/.wintermute", "date -s '2020-01-01'", "sudo ls", "env rm -rf build",
     "command rm -rf build", "exec rm -rf build", "{rm,-rf,build}", "$'\\x72m' -rf build",
+    "echo $((echo hi)|(rm -rf x))", "echo $((1+$(rm -rf x)))", "echo $(( (1) ))",
     "tee out.txt < in.txt", "git push --force", "tree -o listing.txt", "file -C -m magic",
 ]
 HARMLESS = [
@@ -38,7 +39,7 @@ HARMLESS = [
     "echo 'a; b | c' > /dev/null", "ls missing 2>&1", "ls 2>/dev/null || echo none",
     "find . -name '*.py' -type f", "sort data.txt",
     "date", "du -sh .", "grep -n 'def ' *.py", "cd sub && ls", "echo \"$HOME\"",
-    "/usr/bin/ls -l",
+    "/usr/bin/ls -l", "echo node-$((40+2))", "seq $((2 * 3))",
 ]
 
 
