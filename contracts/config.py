@@ -134,7 +134,7 @@ DIRECT_ALLOWLIST = [
     "date", "whoami", "id", "uname", "true", "false", "test", "[", "seq", "sleep", "basename",
     "dirname", "realpath", "readlink", "stat", "file", "du", "df", "free", "uptime", "ps",
     "nl", "tac", "rev", "sort", "cut", "tr", "diff", "cmp", "md5sum", "sha1sum", "sha256sum",
-    "base64", "od", "jq", "tree", "which", "printenv", "cd", "find",
+    "base64", "od", "jq", "tree", "which", "printenv", "cd", "find", "exit",
 ]
 
 SANDBOX_MODES = ("auto", "docker", "bwrap", "direct")
