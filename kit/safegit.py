@@ -15,7 +15,6 @@ import asyncio
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,9 +33,6 @@ SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 INIT_MESSAGE = "init scripts repository"
 TIMEOUT_SECS = 30.0
 
-_home: str | None = None
-
-
 class GitError(Exception):
     """A git command failed; the message carries git's own words."""
 
@@ -46,12 +42,12 @@ def git_dir(work_tree: Path) -> Path:
     return work_tree.resolve().parent / "data" / "scripts.git"
 
 
-def _empty_home() -> str:
-    """A private empty folder for HOME, so no ~/.gitconfig or ~/.config/git is read."""
-    global _home
-    if _home is None or not os.path.isdir(_home):
-        _home = tempfile.mkdtemp(prefix="wm-git-home-")
-    return _home
+def _empty_home(work_tree: Path) -> str:
+    """data/git-home, an empty folder for HOME, so no ~/.gitconfig or ~/.config/git is read
+    (next to the git directory: out of the sandbox's reach, one per installation)."""
+    home = git_dir(work_tree).parent / "git-home"
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return str(home)
 
 
 def git_env(work_tree: Path) -> dict[str, str]:
@@ -61,7 +57,7 @@ def git_env(work_tree: Path) -> dict[str, str]:
         "GIT_DIR": str(git_dir(work_tree)), "GIT_WORK_TREE": str(work_tree.resolve()),
         "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
         "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_OPTIONAL_LOCKS": "0",
-        "HOME": _empty_home(), "PATH": SAFE_PATH, "LC_ALL": "C",
+        "HOME": _empty_home(work_tree), "PATH": SAFE_PATH, "LC_ALL": "C",
     }
 
 
