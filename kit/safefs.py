@@ -40,8 +40,10 @@ def relative_parts(rel: str | PurePosixPath) -> list[str]:
 
 
 def _open_root(root: Path) -> int:
+    # The shared folder itself is the host's choice (the owner may link it elsewhere) and a
+    # mount point inside the sandbox, which cannot replace it: only what is below is walked.
     try:
-        return os.open(root, _DIR_FLAGS)
+        return os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)
     except OSError as exc:
         raise UnsafePath(f"{root} is not a plain folder ({exc.strerror}).") from exc
 

@@ -77,3 +77,11 @@ def test_reads_refuse_a_linked_file(shared: tuple[Path, Path]) -> None:
         safefs.read_bytes(root, "secret.txt")
     safefs.write_bytes(root, "ok.txt", b"fine")
     assert safefs.read_bytes(root, "ok.txt") == b"fine"
+
+
+def test_the_shared_folder_itself_may_be_a_link_the_owner_made(tmp_path: Path) -> None:
+    real = tmp_path / "big-disk" / "workspace"
+    real.mkdir(parents=True)
+    (tmp_path / "workspace").symlink_to(real)
+    safefs.write_bytes(tmp_path / "workspace", "x.txt", b"ok")
+    assert (real / "x.txt").read_bytes() == b"ok"
