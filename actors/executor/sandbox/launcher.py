@@ -1,8 +1,8 @@
 """The first program of every sandboxed or direct command: join its cgroups, set its rlimits,
 and either exec the command or (subreaper mode) run it as a child and stay its reaper.
 
-Run as `python -I -S -c <this source> SPEC -- ARGV...` by the executor (see limits.py), so it
-must stay self-contained (stdlib only, nothing from this project). SPEC is JSON:
+Run as `python -I -S -c <this source> SPEC -- ARGV...` by the executor
+(_proctree.launcher_argv), so it must stay self-contained (stdlib only). SPEC is JSON:
 {"cgroups": [cgroup.procs paths], "rlimits": {"RLIMIT_X": n}, "subreaper": bool}. As a
 subreaper, processes the command orphans (double fork, setsid) are re-parented here instead of
 to init, so the executor can find and kill every one of them at the timeout.
