@@ -239,6 +239,15 @@ class SupervisorConfig(_Section):
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
+class BackupConfig(_Section):
+    """Scheduled `wintermute backup` runs by the supervisor (archives under backups/)."""
+
+    enabled: bool = True
+    cron: str = "0 3 * * *"  # local time
+    keep: int = 7  # archives kept; older ones are deleted
+    secrets: bool = True  # include .env (the archive is 0600 in a 0700 folder)
+
+
 class LoggingConfig(_Section):
     level: str = "info"
 
@@ -262,6 +271,7 @@ class Config(_Section):
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
+    backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
 
 
 class Personality(_Section):
@@ -455,6 +465,13 @@ def _check(config: Config, agent: AgentConfig) -> None:
         raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    if config.backup.enabled:
+        from contracts.schedule import ScheduleError, check_cron
+
+        try:
+            check_cron(config.backup.cron)
+        except ScheduleError as exc:
+            raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_tasks(agent)
 
 

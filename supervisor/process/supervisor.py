@@ -112,6 +112,10 @@ class Supervisor:
         )
         self._tasks.append(asyncio.create_task(dlq.run()))
         self._tasks.append(asyncio.create_task(self.flatline.run()))
+        from supervisor.process.backup import scheduled_backups
+
+        self._tasks.append(asyncio.create_task(
+            scheduled_backups(self.settings, self.bus, self.announce.notify)))
         await self._stopping.wait()
 
     def stop(self) -> None:
