@@ -12,6 +12,7 @@ is moved aside once and its files re-imported, never its config.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -136,3 +137,23 @@ def ensure_repo(work_tree: Path) -> list[str]:
     run_git(work_tree, "commit", "-q", "--allow-empty", "-m", message)
     done.append("data/scripts.git")
     return done
+
+
+def clone_bundle(work_tree: Path, bundle: Path) -> None:
+    """Restore scripts/ and data/scripts.git from a bundle of our own (`wintermute restore`);
+    both must not exist yet. GitError if git fails."""
+    gdir = git_dir(work_tree)
+    env = {k: v for k, v in git_env(work_tree).items() if k not in ("GIT_DIR", "GIT_WORK_TREE")}
+    try:
+        proc = subprocess.run(
+            git_argv("-c", "protocol.file.allow=always",  # reading the bundle, nothing else
+                     "clone", "-q", f"--separate-git-dir={gdir}", str(bundle), str(work_tree)),
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, timeout=TIMEOUT_SECS * 4, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git clone of {bundle} could not run: {exc}") from exc
+    _result(("clone",), proc.returncode, proc.stdout, True)
+    # clone leaves a `gitdir:` file in scripts/; the host never reads scripts/.git, so drop it
+    with contextlib.suppress(FileNotFoundError):
+        (work_tree / ".git").unlink()
+    run_git(work_tree, "remote", "remove", "origin", check=False)  # the bundle was temporary

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from actors.executor.dynamic.git import commit_paths, revert_last, tracked
-from kit.safegit import git_dir, git_env, has_repo, run_git
+from kit.safegit import clone_bundle, git_dir, git_env, has_repo, run_git
 from supervisor.flatline import scripts_git
 from supervisor.process.home import init_home
 
@@ -149,3 +149,21 @@ async def test_a_sandboxed_command_cannot_make_host_git_run_a_program(
     assert await scripts_git.last_commit(scripts, "x") is not None
     assert (await revert_last(scripts)).ok
     assert not fired(marker)
+
+
+def test_a_bundle_restores_into_data_scripts_git_not_into_scripts(
+    home: Path, tmp_path: Path
+) -> None:
+    """`wintermute backup`/`restore` keep the layout: history in data/scripts.git only."""
+    scripts = home / "scripts"
+    (scripts / "t.py").write_text("print(1)\n")
+    run_git(scripts, "add", "t.py")
+    run_git(scripts, "commit", "-q", "-m", "create tool: t")
+    bundle = tmp_path / "scripts.bundle"
+    run_git(scripts, "bundle", "create", str(bundle), "--all")
+    target = tmp_path / "restored" / "scripts"
+    clone_bundle(target, bundle)
+    assert has_repo(target) and not (target / ".git").exists()
+    assert (target / "t.py").read_text() == "print(1)\n"
+    assert run_git(target, "log", "--format=%s")[1].splitlines()[0] == "create tool: t"
+    assert run_git(target, "remote")[1] == ""
