@@ -253,7 +253,12 @@ class LoggingConfig(_Section):
 
 
 class TelemetryConfig(_Section):
-    traces: str = "none"  # "file": OpenTelemetry spans to logs/traces.jsonl
+    # "file": OpenTelemetry spans to logs/traces.jsonl; "otlp": to the OTLP/HTTP endpoint of the
+    # standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables (set, they also turn "none" on).
+    traces: str = "none"
+    metrics: bool = True  # Prometheus /metrics served by the supervisor
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0  # 0: a free port (its URL is in `wintermute status`)
 
 
 class Config(_Section):
@@ -461,8 +466,9 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.{key}[{index}]': {exc}"
             ) from exc
-    if config.telemetry.traces not in ("none", "file"):
-        raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")
+    if config.telemetry.traces not in ("none", "file", "otlp"):
+        raise ConfigError(
+            "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
     if config.backup.enabled:

@@ -16,6 +16,13 @@ from supervisor.process.backup import scheduled_backups
 SettingsFor = Callable[..., Settings]
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    while True:
+        if condition():
+            return
+        await asyncio.sleep(0.1)
+
+
 async def test_archives_are_written_on_schedule_and_old_ones_pruned(
     settings_for: SettingsFor, bus: Bus,
 ) -> None:
@@ -31,11 +38,10 @@ async def test_archives_are_written_on_schedule_and_old_ones_pruned(
     task = asyncio.create_task(scheduled_backups(settings, bus, notify))
     try:
         async with asyncio.timeout(60):
-            while not list(folder.glob("wintermute-*.tar.gz")):
-                await asyncio.sleep(0.1)
+            await until(lambda: bool(list(folder.glob("wintermute-*.tar.gz"))))
             (first,) = folder.glob("wintermute-*.tar.gz")
-            while first.exists() or not list(folder.glob("wintermute-*.tar.gz")):
-                await asyncio.sleep(0.1)  # the next run replaced it (keep = 1)
+            # the next run replaced it (keep = 1)
+            await until(lambda: not first.exists() and bool(list(folder.glob("wintermute-*"))))
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
