@@ -345,6 +345,6 @@ class Consumer:
             headers={k: v for k, v in (raw.headers or {}).items()},
         )
         log.warning("dead-lettering: %s", reason)
-        await self.bus.publish(self.bus.subjects.dlq(self.actor), letter)
+        await self.bus.send(letter)
         await raw.term()
         self.stats.dead_lettered += 1

@@ -132,10 +132,12 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     env = {"WM__NATS__URL": bus.url, "WM__NATS__PREFIX": scratch}
     scratch_settings = load_settings(settings.home, {**_plain_env(), **env})
     user, password = nats_login(settings)
-    login = {"credentials": settings.config.nats.credentials, "user": user, "password": password}
-    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(**login)
+    creds = settings.config.nats.credentials
+    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(
+        credentials=creds, user=user, password=password)
     report: list[str] = []
-    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(**login)
+    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(
+        credentials=creds, user=user, password=password)
     try:
         await _drop_scratch(sbus)
         await sbus.provision()
@@ -165,10 +167,10 @@ async def _drop_scratch(sbus: Bus) -> None:
     """Delete the scratch prefix's streams and buckets (those that exist)."""
     for spec in sbus.subjects.streams():
         with contextlib.suppress(Exception):
-            await sbus.js.delete_stream(spec.name)
+            await sbus.delete_stream(spec.name)
     for bucket in sbus.subjects.buckets():
         with contextlib.suppress(Exception):
-            await sbus.js.delete_key_value(bucket.name)
+            await sbus.delete_bucket(bucket.name)
 
 
 def _plain_env() -> dict[str, str]:
@@ -188,7 +190,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
             case Recall():
                 recalled = turn.recalled or Recalled(
                     id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id)
-                await sbus.publish(s.evt("memory", "recalled", msg.session), recalled)
+                await sbus.send(recalled)
             case LlmRequest():
                 old = turn.llm_requests.get(msg.step)
                 answer = turn.llm_responses.get(msg.step)
@@ -200,7 +202,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                 diffs = compare_requests(old, msg)
                 report.append(f"step {msg.step} model request: "
                               + ("same" if not diffs else "DIFFERENT\n    " + "\n    ".join(diffs)))
-                await sbus.publish(s.evt("llm", "response", msg.session), answer)
+                await sbus.send(answer)
             case ToolRequest():
                 result = turn.tool_results.get(msg.id)
                 if result is None:
@@ -209,7 +211,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                     done.set()
                     return
                 report.append(f"tool call {msg.name}: answered from the recording")
-                await sbus.publish(s.evt("tool", "result", msg.session), result)
+                await sbus.send(result)
             case Reply():
                 old_text = turn.reply.text if turn.reply else None
                 same = old_text == msg.text
@@ -217,14 +219,13 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                               f"DIFFERENT\n    recorded: {old_text!r}\n    rerun:    {msg.text!r}"))
                 done.set()
 
-    sub = await sbus.nc.subscribe(f"{s.p}.>", cb=on_msg)
-    await sbus.publish(s.inbound(turn.request.reply_to.channel, turn.request.reply_to.chat),
-                       turn.request)
+    sub = await sbus.subscribe(f"{s.p}.>", on_msg)
+    await sbus.send(turn.request)
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:
         report.append(f"no reply within {timeout:.0f}s: the rerun stalled")
-    await sub.unsubscribe()
+    await sub.stop()
     return report
 
 

@@ -13,6 +13,7 @@ from actors.executor.dynamic.create import CreateTool
 from actors.executor.dynamic.git import GitError, Reverted, ensure_repo, revert_last
 from actors.executor.dynamic.registry import ScriptRegistry
 from contracts import Notice, ScriptsRevert, ScriptsReverted, ToolSpec, short_hash
+from contracts.records import CatalogRow
 
 if TYPE_CHECKING:
     from actors.executor.actor import ExecutorActor
@@ -83,8 +84,8 @@ class ScriptsService:
         async with self._publish_lock:
             offered = [t.spec for t in self.registry.offered(self.limit)]
             await self._put("tools", msgspec.json.encode(core + offered))
-            await self._put(CATALOG_KEY, msgspec.json.encode(self.registry.catalog(core,
-                                                                                   self.limit)))
+            rows = msgspec.convert(self.registry.catalog(core, self.limit), list[CatalogRow])
+            await self._put(CATALOG_KEY, msgspec.json.encode(rows))
 
     async def _put(self, key: str, data: bytes) -> None:
         if self._published.get(key) == data:
@@ -126,11 +127,11 @@ class ScriptsService:
         log.info("revert requested by %s: %s", msg.principal or "unknown", done.text)
         event = ScriptsReverted(id=f"{msg.id}:reverted", request_id=msg.id, ok=done.ok,
                                 text=done.text, commit=done.commit, files=done.files)
-        await self.actor.publish(subjects.evt("scripts", "reverted", msg.id), event)
+        await self.actor.send(event)
         if msg.reply_to is not None:
             sink = msg.reply_to
             notice = Notice(id=f"{msg.id}:notice", sink=sink, text=done.text, source="executor")
-            await self.actor.publish(subjects.outbound(sink.channel, sink.chat), notice)
+            await self.actor.send(notice)
 
     def health(self) -> dict[str, Any]:
         return {"agent_tools": len(self.registry.names())}
