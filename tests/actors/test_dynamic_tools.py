@@ -348,21 +348,3 @@ async def test_revert_checks_head_and_undoes_an_undo(home: Path) -> None:
     assert redo.ok and "is back" in redo.text and (repo / "x.py").exists()
     # attacks on host-side git through scripts/: tests/kit/test_safegit.py
 
-
-async def test_in_direct_mode_creating_a_tool_needs_approval(
-    settings_for: SettingsFor, bus: Bus
-) -> None:
-    """Unsandboxed, a tool is code running on the host: create_tool must not be a way around
-    direct mode's command approval."""
-    from actors.executor.base import ToolContext
-    from actors.executor.dynamic import CreateTool
-    from actors.executor.sandbox import DirectSandbox, UnavailableSandbox
-    from kit.redact import Redactor
-
-    req = ToolRequest(id="d:tool:0:0", session="d", turn_id="d", step=0, call_id="c0",
-                      name="create_tool", arguments=create_args("x", ADD), is_owner=True)
-    settings = settings_for()
-    direct = ToolContext(settings, bus, DirectSandbox(), Redactor(), {})
-    assert "run on the host" in await CreateTool().approval_reason(req, direct)
-    isolated = ToolContext(settings, bus, UnavailableSandbox("bwrap", "test"), Redactor(), {})
-    assert await CreateTool().approval_reason(req, isolated) == ""

@@ -60,14 +60,6 @@ class CreateTool(Tool):
     def __init__(self, reserved: Callable[[], Iterable[str]] = tuple) -> None:
         self.reserved = reserved  # names of core tools, which a script may not take
 
-    async def approval_reason(self, req: ToolRequest, ctx: ToolContext) -> str:
-        # Unsandboxed, a tool is code that runs on the host whenever it is called: without
-        # this, create_tool would be a way around direct mode's command approval.
-        if ctx.sandbox.isolated:
-            return ""
-        return ("in direct mode (no sandbox) this tool's code would run on the host every time "
-                "it is called; approve only code you have read")
-
     async def run(self, req: ToolRequest, ctx: ToolContext) -> ToolOutput:
         args = req.arguments
         try:
