@@ -49,15 +49,16 @@ class ExecutorActor(Actor):
         secrets = load_dotenv(self.home / ".env")
         # Follows .env and the NATS credential files: a secret added later is redacted too.
         redactor = HomeRedactor(self.home, os.environ)
-        env = scrubbed_env(os.environ, secrets.keys())
+        env = scrubbed_env(os.environ, secrets.keys(), redactor)
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
         self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
         # Direct mode approves every risky pattern; a sandbox contains damage to the machine,
         # so only what it cannot contain (sandboxed_risky_patterns) still needs approval.
         ex = self.config.executor
-        gate = PolicyGate(ex.sandboxed_risky_patterns if self.sandbox.isolated
-                          else ex.risky_patterns)
+        # Direct mode also asks for anything not made only of harmless commands (shellgate).
+        gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
+                else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
