@@ -82,11 +82,13 @@ GRANTS: dict[str, Grant] = {
     "heartbeat": Grant(publish=("in.schedule.>",), kv_read=("health", "state", "budget")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
+        # in.terminal.>: `replay --fork-at` sends the turns of a fork as the forked principal
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>"),
+                 "evt.flatline.enable_task.>", "in.terminal.>"),
         subscribe=(">",),
         kv_read=("state", "tools"),
-        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
+        # sessions: `replay --fork-at` seeds the history of the new session it forks into
+        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>"),
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,
     ),
