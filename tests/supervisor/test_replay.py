@@ -6,16 +6,28 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actors.llm.providers import reset_clients
 from bus import Bus
-from contracts import TurnRequest
+from bus.codec import encode
+from contracts import (
+    DeadLetter,
+    Intervention,
+    Reply,
+    Sink,
+    ToolRequest,
+    ToolResult,
+    TurnRequest,
+)
 from contracts.config import Settings
 from supervisor.cli.replay import Options, replay
 from supervisor.cli.replay.drive import session_key
+from supervisor.cli.replay.record import build, decode_entry
 from supervisor.cli.replay.source import from_history
+from supervisor.cli.replay.timeline import listing, timeline
 from tests.actors.harness import ALL, Running, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
@@ -197,3 +209,41 @@ async def test_live_model_rerun_marks_how_answers_differ(
     assert any(s["what"] == "model answer" and s["live"] for s in later)
     assert len(fake.requests) > calls
     assert await replay(settings, Options(session=SESSION, model="nosuchrole")) == 2
+
+
+def test_timeline_shows_crashes_redeliveries_and_dead_letters() -> None:
+    """A killed executor: its restart, the request handled again, a dead letter of the turn."""
+    turn_id = "terminal:abc"
+    sink = Sink(channel="terminal", chat="owner")
+    call = dict(session=SESSION, turn_id=turn_id, step=0, call_id="c1", name="execute_command")
+    msgs: list[tuple[str, str, Any]] = [
+        ("WM_IN", "wm.in.terminal.owner", TurnRequest(
+            id=turn_id, ts=100.0, session=SESSION, principal=SESSION, text="run: sleep 5",
+            reply_to=sink, is_owner=True)),
+        ("WM_CMD", "wm.cmd.executor.run", ToolRequest(
+            id=f"{turn_id}:tool:0:0", ts=101.0, arguments={"command": "sleep 5"}, **call)),
+        ("WM_EVT", "wm.evt.flatline.restart.executor", Intervention(
+            id="flatline:restart:executor:42", ts=102.0, kind="restart", target="executor",
+            action="Restarting the executor actor.", reason="It was killed (SIGKILL).")),
+        ("WM_DLQ", "wm.dlq.executor", DeadLetter(
+            id="dl1", ts=103.0, actor="executor", reason="failed on every delivery",
+            subject="wm.cmd.executor.run", stream="WM_CMD", stream_seq=9, deliveries=4,
+            payload=encode(ToolRequest(id=f"{turn_id}:tool:0:1", ts=101.0, **call)).decode())),
+        ("WM_EVT", "wm.evt.tool.result.terminal_owner", ToolResult(
+            id=f"{turn_id}:tool:0:0:result", ts=112.5, ok=False, output="restarted", **call)),
+        ("WM_OUT", "wm.out.terminal.owner", Reply(
+            id=f"{turn_id}:reply", ts=113.0, session=SESSION, turn_id=turn_id, sink=sink,
+            text="The executor restarted.")),
+    ]
+    entries = []
+    for seq, (stream, subject, msg) in enumerate(msgs, 1):
+        entry = decode_entry(stream, seq, subject, {}, encode(msg))
+        assert entry is not None
+        entries.append(entry)
+    rec = build(entries)
+    [turn] = rec.turns
+    lines = "\n".join(timeline(turn))
+    assert "+2.000s !! SUPERVISOR restart executor: Restarting the executor actor." in lines
+    assert "handled again: executor restarted at +2.000s" in lines
+    assert "DEAD LETTER from executor after 4 deliveries: failed on every delivery" in lines
+    assert listing(rec)[0]["incidents"] == 2

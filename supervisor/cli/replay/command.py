@@ -15,7 +15,6 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bus import Bus
 from contracts.config import Settings
@@ -214,7 +213,8 @@ def _report(results: list[TurnResult], as_json: bool, model: str) -> None:
     how = f"the live model {model}" if model else "the recorded answers"
     _out(f"Re-running {len(results)} turn(s) through a fresh planner with {how}:")
     for r in results:
-        _out(f"turn {r.turn} ({r.kind}): {r.status.upper() if r.status != 'same' else 'same'}")
+        status = r.status.upper() if r.status != "same" else "same"
+        _out(f"turn {r.turn} ({r.kind}) {r.text[:60]!r}: {status}")
         for step in r.steps:
             _out("  " + step.line().replace("\n", "\n  "))
         if r.tokens:
@@ -236,6 +236,3 @@ async def _fork(rec: Recording, opts: Options, bus: Bus | None) -> int:
     _out(json.dumps(out, indent=2) if opts.as_json else render_fork(out))
     return 0 if all(t["reply"] is not None for t in out["turns"]) else 1
 
-
-def as_dicts(results: list[TurnResult]) -> list[dict[str, Any]]:
-    return [r.as_dict() for r in results]

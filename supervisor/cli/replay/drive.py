@@ -73,6 +73,7 @@ class TurnResult:
     turn: str
     session: str
     kind: str
+    text: str = ""
     steps: list[Step] = field(default_factory=list)
     tokens: int = 0  # spent by a live model
 
@@ -84,7 +85,7 @@ class TurnResult:
 
     def as_dict(self) -> dict[str, Any]:
         return {"turn": self.turn, "session": self.session, "kind": self.kind,
-                "status": self.status, "tokens": self.tokens,
+                "text": self.text, "status": self.status, "tokens": self.tokens,
                 "steps": [{"what": s.what, "step": s.step, "status": s.status,
                            "live": s.live, "detail": s.detail} for s in self.steps]}
 
@@ -175,7 +176,7 @@ class Scratch:
 
     async def run_turn(self, turn: Turn, seed: bool) -> TurnResult:
         """Publish the recorded turn to the scratch planner and compare until it replies."""
-        result = TurnResult(turn.id, turn.session, turn.kind)
+        result = TurnResult(turn.id, turn.session, turn.kind, turn.text)
         first = turn.llm_requests.get(0)
         if first is None:
             result.steps.append(Step("run", "SKIPPED", detail=[
