@@ -24,8 +24,8 @@ from contracts import (
 )
 from contracts.config import Settings
 from supervisor.cli.replay import Options, replay
-from supervisor.cli.replay.drive import session_key
 from supervisor.cli.replay.record import build, decode_entry
+from supervisor.cli.replay.results import session_key
 from supervisor.cli.replay.source import from_history
 from supervisor.cli.replay.timeline import listing, timeline
 from tests.actors.harness import ALL, Running, actors, chat
@@ -215,7 +215,8 @@ def test_timeline_shows_crashes_redeliveries_and_dead_letters() -> None:
     """A killed executor: its restart, the request handled again, a dead letter of the turn."""
     turn_id = "terminal:abc"
     sink = Sink(channel="terminal", chat="owner")
-    call = dict(session=SESSION, turn_id=turn_id, step=0, call_id="c1", name="execute_command")
+    call: dict[str, Any] = dict(session=SESSION, turn_id=turn_id, step=0, call_id="c1",
+                                name="execute_command")
     msgs: list[tuple[str, str, Any]] = [
         ("WM_IN", "wm.in.terminal.owner", TurnRequest(
             id=turn_id, ts=100.0, session=SESSION, principal=SESSION, text="run: sleep 5",

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from bus import Bus
 from contracts.config import Settings
-from supervisor.cli.replay.drive import Scratch, TurnResult
+from supervisor.cli.replay.drive import Scratch
 from supervisor.cli.replay.record import Recording, Turn
+from supervisor.cli.replay.results import RerunBusy, TurnResult
 from supervisor.cli.replay.timeline import incident_dict, listing, render_listing, timeline
 
 DEFAULT_SESSION = "terminal:owner"
@@ -161,7 +162,10 @@ async def _act(settings: Settings, rec: Recording, opts: Options, model: str, ur
                     "shows what there is.")
     if not rerun:
         return _show(turns[0], opts.as_json)
-    results = await rerun_turns(settings, url, login, turns, model, opts.timeout)
+    try:
+        results = await rerun_turns(settings, url, login, turns, model, opts.timeout)
+    except RerunBusy as exc:
+        return _err(str(exc))
     _report(results, opts.as_json, model)
     return 1 if any(r.status == "different" for r in results) else 0
 

@@ -15,9 +15,8 @@ import asyncio
 import contextlib
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+import time
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -35,64 +34,16 @@ from contracts import (
     ToolRequest,
     ToolResult,
     TurnRequest,
-    short_hash,
 )
 from contracts.config import Settings
 from contracts.replay import SessionSeed
 from supervisor.cli.replay.compare import call_text, compare_answers, compare_requests, identity_of
 from supervisor.cli.replay.record import Turn
+from supervisor.cli.replay.results import RerunBusy, Step, TurnResult, session_key
 from supervisor.process.procs import actor_command, actor_env, pdeathsig
 
 #: What the owner edits and a re-run therefore reads live (IDENTITY.md comes from the recording).
 LIVE_FILES = ("config.toml", "agent.toml", "AGENTS.md", "USER.md")
-
-
-@dataclass
-class Step:
-    """One compared point of a re-run."""
-
-    what: str  # recall | model request | model answer | tool call | reply | run
-    status: str  # same | answered | DIFFERENT | DIVERGED | STALLED | SKIPPED
-    step: int | None = None
-    detail: list[str] = field(default_factory=list)
-    live: bool = False  # answered by a live model, not the recording
-
-    @property
-    def failed(self) -> bool:
-        return self.status in ("DIFFERENT", "DIVERGED", "STALLED")
-
-    def line(self) -> str:
-        where = f"step {self.step} " if self.step is not None else ""
-        mark = " [live model]" if self.live else ""
-        head = f"{where}{self.what}{mark}: {self.status}"
-        return head if not self.detail else head + "\n    " + "\n    ".join(self.detail)
-
-
-@dataclass
-class TurnResult:
-    turn: str
-    session: str
-    kind: str
-    text: str = ""
-    steps: list[Step] = field(default_factory=list)
-    tokens: int = 0  # spent by a live model
-
-    @property
-    def status(self) -> str:
-        if any(s.failed for s in self.steps):
-            return "different"
-        return "skipped" if any(s.status == "SKIPPED" for s in self.steps) else "same"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"turn": self.turn, "session": self.session, "kind": self.kind,
-                "text": self.text, "status": self.status, "tokens": self.tokens,
-                "steps": [{"what": s.what, "step": s.step, "status": s.status,
-                           "live": s.live, "detail": s.detail} for s in self.steps]}
-
-
-def session_key(session: str) -> str:
-    """The planner's KV key of a session (actors/planner/actor.py `_key`)."""
-    return f"s.{short_hash(session, 32)}"
 
 
 class Scratch:
@@ -112,6 +63,7 @@ class Scratch:
     async def __aenter__(self) -> Scratch:
         self.bus = await Bus(self.url, self.prefix, name="wintermute-replay").connect(
             timeout=5, **self.login)
+        await self._check_alone()
         await drop_prefix(self.bus)  # leftovers of an interrupted re-run
         await self.bus.provision()
         await self._provision_durables()
@@ -141,6 +93,21 @@ class Scratch:
             await drop_prefix(self.bus)
         await self.bus.close()
         shutil.rmtree(self.home, ignore_errors=True)
+
+    async def _check_alone(self) -> None:
+        """Refuse while another re-run's planner reports health on the (single) scratch prefix."""
+        from contracts import Health
+
+        try:
+            raw = await self.bus.kv_get(self.bus.subjects.kv_health, "planner")
+        except Exception:  # noqa: BLE001 - no health bucket: nothing is running there
+            return
+        with contextlib.suppress(msgspec.DecodeError):
+            if raw and time.time() - msgspec.json.decode(raw, type=Health).ts < 10:
+                await self.bus.close()
+                raise RerunBusy(
+                    f"Another `wintermute replay --rerun` is using {self.prefix} right now; "
+                    "wait for it to finish (one re-run at a time per instance).")
 
     async def _provision_durables(self) -> None:
         # The supervisor's table of durables, computed for the scratch prefix.

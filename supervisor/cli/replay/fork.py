@@ -22,8 +22,8 @@ from bus import Bus
 from contracts import Sink, TurnRequest, short_hash
 from contracts.replay import SessionSeed
 from supervisor.cli.chat import ChatClient
-from supervisor.cli.replay.drive import session_key
 from supervisor.cli.replay.record import Turn
+from supervisor.cli.replay.results import session_key
 
 
 class ForkError(Exception):
