@@ -21,6 +21,7 @@ import msgspec
 from bus import Bus
 from contracts import Sink, TurnRequest, short_hash
 from contracts.replay import SessionSeed
+from kit.redact import credential_guard
 from supervisor.cli.chat import ChatClient
 from supervisor.cli.replay.record import Turn
 from supervisor.cli.replay.results import session_key
@@ -51,7 +52,12 @@ async def fork(bus: Bus, turn: Turn, timeout: float, say: Iterable[str] = (),
     base = msgspec.structs.replace(start, session=session, reply_to=Sink(channel="terminal",
                                                                            chat=tag))
     n = 0
-    async for text in _inputs(start.text, say, interactive):
+    async for typed in _inputs(start.text, say, interactive):
+        guard = credential_guard(typed)  # what the channel does to what a user types
+        if guard.action == "block":
+            out["turns"].append({"turn": "", "text": "", "reply": guard.text})
+            continue
+        text = guard.text
         req = msgspec.structs.replace(base, id=f"{tag}:{n}", text=text, ts=time.time())
         n += 1
         await bus.publish(bus.subjects.inbound("terminal", tag), req)
