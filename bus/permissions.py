@@ -88,7 +88,9 @@ GRANTS: dict[str, Grant] = {
         subscribe=(">",),
         kv_read=("state", "tools"),
         # sessions: `replay --fork-at` seeds the history of the new session it forks into
-        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>"),
+        # budget:day: `replay --model` charges a live model's tokens to today's budget
+        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",
+                  "budget:day.>"),
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,
     ),

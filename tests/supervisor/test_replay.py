@@ -23,6 +23,7 @@ from contracts import (
     TurnRequest,
 )
 from contracts.config import Settings
+from state.budget import day_key, used
 from supervisor.cli.replay import Options, replay
 from supervisor.cli.replay.record import build, decode_entry
 from supervisor.cli.replay.results import session_key
@@ -201,7 +202,8 @@ async def test_live_model_rerun_marks_how_answers_differ(
     answer = next(s for s in first["steps"] if s["what"] == "model answer")
     assert answer["live"] and answer["status"] == "DIFFERENT"
     assert "'Hi! How can I help?' -> 'echo: hello first'" in answer["detail"][0]
-    assert first["tokens"] > 0
+    assert first["tokens"] > 0 and report["charged"]
+    assert await used(bus, day_key()) >= report["tokens"] > 0, "charged to today's budget"
     # After a difference the next turn starts from the recorded history again: the live
     # model then answers the later turns as recorded.
     later = [s for t in report["turns"][1:] for s in t["steps"]]

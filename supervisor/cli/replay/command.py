@@ -81,8 +81,8 @@ async def replay(settings: Settings, opts: Options) -> int:
         if opts.fork_at:
             return _err("--fork-at continues a session of the running instance; it cannot "
                         "start from an imported file.")
-        async with _rerun_server(settings) as (url, login):
-            return await _act(settings, rec, opts, model, url, login, None)
+        async with _rerun_server(settings) as (url, login, live):
+            return await _act(settings, rec, opts, model, url, login, live)
     from supervisor.cli.client import connect, nats_login
     from supervisor.cli.replay.source import from_history
 
@@ -98,17 +98,21 @@ async def replay(settings: Settings, opts: Options) -> int:
 
 
 @contextlib.asynccontextmanager
-async def _rerun_server(settings: Settings) -> AsyncIterator[tuple[str, dict[str, str]]]:
+async def _rerun_server(
+    settings: Settings,
+) -> AsyncIterator[tuple[str, dict[str, str], Bus | None]]:
     """The running instance's NATS (as `cli`), else a private nats-server for this command."""
-    from supervisor.cli.client import nats_login
+    from supervisor.cli.client import connect, nats_login
     from supervisor.process.up import running_instance
 
     if settings.config.nats.url or running_instance(settings.home) is not None:
-        from supervisor.cli.client import nats_url
-
         user, password = nats_login(settings)
-        yield nats_url(settings), {"user": user, "password": password,
-                                   "credentials": settings.config.nats.credentials}
+        bus = await connect(settings, "replay")
+        try:
+            yield bus.url, {"user": user, "password": password,
+                            "credentials": settings.config.nats.credentials}, bus
+        finally:
+            await bus.close()
         return
     from supervisor.process.natsserver import EmbeddedNats
 
@@ -116,7 +120,7 @@ async def _rerun_server(settings: Settings) -> AsyncIterator[tuple[str, dict[str
         server = EmbeddedNats(Path(store))
         url = await server.start()
         try:
-            yield url, {"user": "", "password": "", "credentials": ""}
+            yield url, {"user": "", "password": "", "credentials": ""}, None
         finally:
             await server.stop()
 
@@ -163,10 +167,10 @@ async def _act(settings: Settings, rec: Recording, opts: Options, model: str, ur
     if not rerun:
         return _show(turns[0], opts.as_json)
     try:
-        results = await rerun_turns(settings, url, login, turns, model, opts.timeout)
+        results = await rerun_turns(settings, url, login, turns, model, opts.timeout, bus)
     except RerunBusy as exc:
         return _err(str(exc))
-    _report(results, opts.as_json, model)
+    _report(results, opts.as_json, model, charged=bus is not None)
     return 1 if any(r.status == "different" for r in results) else 0
 
 
@@ -191,11 +195,17 @@ def _show(turn: Turn, as_json: bool) -> int:
 
 
 async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns: list[Turn],
-                      model: str = "", timeout: float = 30.0) -> list[TurnResult]:
+                      model: str = "", timeout: float = 30.0,
+                      live: Bus | None = None) -> list[TurnResult]:
     """Re-drive `turns` in order through one scratch planner; the first of each session (and
-    any after a turn that could not run) starts from the recorded history."""
+    any after a turn that could not run) starts from the recorded history. A live model's
+    tokens are charged to the instance's daily budget (`live`), which also limits them."""
+    from state.budget import add, day_key, used
+
     results: list[TurnResult] = []
-    async with Scratch(settings, url, login, model=model, timeout=timeout) as scratch:
+    spent_today = await used(live, day_key()) if model and live is not None else 0
+    async with Scratch(settings, url, login, model=model, timeout=timeout,
+                       spent_today=spent_today) as scratch:
         seeded: set[str] = set()
         for turn in turns:
             result = await scratch.run_turn(turn, seed=turn.session not in seeded)
@@ -204,15 +214,19 @@ async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns
                 seeded.add(turn.session)
             else:
                 seeded.discard(turn.session)  # start the next one from the recording again
+    tokens = sum(r.tokens for r in results)
+    if tokens and live is not None:
+        await add(live, day_key(), tokens)
     return results
 
 
-def _report(results: list[TurnResult], as_json: bool, model: str) -> None:
+def _report(results: list[TurnResult], as_json: bool, model: str, charged: bool) -> None:
     differ = [r for r in results if r.status == "different"]
+    tokens = sum(r.tokens for r in results)
     if as_json:
         _out(json.dumps({"model": model or "recording", "turns": [r.as_dict() for r in results],
-                         "same": len(results) - len(differ), "different": len(differ)},
-                        indent=2))
+                         "same": len(results) - len(differ), "different": len(differ),
+                         "tokens": tokens, "charged": bool(tokens) and charged}, indent=2))
         return
     how = f"the live model {model}" if model else "the recorded answers"
     _out(f"Re-running {len(results)} turn(s) through a fresh planner with {how}:")
@@ -221,8 +235,10 @@ def _report(results: list[TurnResult], as_json: bool, model: str) -> None:
         _out(f"turn {r.turn} ({r.kind}) {r.text[:60]!r}: {status}")
         for step in r.steps:
             _out("  " + step.line().replace("\n", "\n  "))
-        if r.tokens:
-            _out(f"  live model tokens: {r.tokens} (on the replay's scratch budget)")
+    if tokens:
+        where = ("charged to today's budget" if charged else
+                 "not charged: no running instance to charge")
+        _out(f"live model: {tokens} tokens ({where})")
     _out(f"{len(results) - len(differ)} same, {len(differ)} different")
 
 

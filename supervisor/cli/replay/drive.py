@@ -50,9 +50,10 @@ class Scratch:
     """A planner (and with a live model, an llm actor) on the scratch prefix, for re-runs."""
 
     def __init__(self, settings: Settings, url: str, login: dict[str, str], *,
-                 model: str = "", timeout: float = 30.0) -> None:
+                 model: str = "", timeout: float = 30.0, spent_today: int = 0) -> None:
         self.settings, self.url, self.login = settings, url, login
         self.model, self.timeout = model, timeout
+        self.spent_today = spent_today  # the instance's tokens today: a live model's limit
         self.prefix = scratch_prefix(settings.config.nats.prefix)
         self.procs: dict[str, asyncio.subprocess.Process] = {}
         self.home = Path(tempfile.mkdtemp(prefix="wintermute-replay-"))
@@ -67,6 +68,11 @@ class Scratch:
         await drop_prefix(self.bus)  # leftovers of an interrupted re-run
         await self.bus.provision()
         await self._provision_durables()
+        if self.spent_today:
+            from state.budget import day_key
+
+            await self.bus.kv_put(self.bus.subjects.kv_budget, day_key(),
+                                  str(self.spent_today).encode())
         for name in LIVE_FILES:
             if (self.settings.home / name).is_file():
                 shutil.copy2(self.settings.home / name, self.home / name)
