@@ -79,12 +79,13 @@ GRANTS: dict[str, Grant] = {
         kv_write=("approvals:>",),
     ),
     "observer": Grant(publish=("evt.session.idle.>",)),
-    "heartbeat": Grant(publish=("in.schedule.>",), kv_read=("health", "state", "budget")),
+    "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
+                       kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         # in.terminal.>: `replay --fork-at` sends the turns of a fork as the forked principal
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>", "in.terminal.>"),
+                 "evt.flatline.enable_task.>", "in.schedule.>", "in.terminal.>"),
         subscribe=(">",),
         kv_read=("state", "tools"),
         # sessions: `replay --fork-at` seeds the history of the new session it forks into
