@@ -81,7 +81,30 @@ class Scratch:
         if self.model:
             await self._spawn("llm", str(self.settings.home), WM__MODELS__DEFAULT=self.model,
                               WM__MODELS__FALLBACK="[]")
+        await self._ready()
         return self
+
+    async def _ready(self, deadline: float = 120.0) -> None:
+        """Wait until every spawned actor reports health, so a slow start (a loaded machine,
+        the llm's SDK imports) is not counted against the first turn's timeout."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + deadline
+        waiting = set(self.procs)
+        while waiting:
+            if exited := self._exited():
+                await self.__aexit__()
+                raise RerunBusy(f"The re-run could not start: {exited}")
+            for name in list(waiting):
+                with contextlib.suppress(Exception):
+                    if await self.bus.kv_get(self.bus.subjects.kv_health, name):
+                        waiting.discard(name)
+            if waiting and loop.time() > until:
+                tail = self._log_tail()
+                await self.__aexit__()
+                raise RerunBusy(f"The re-run's {', '.join(sorted(waiting))} did not start within "
+                                f"{deadline:.0f}s (the planner's log: {tail}).")
+            if waiting:
+                await asyncio.sleep(0.2)
 
     async def __aexit__(self, *exc: object) -> None:
         for proc in self.procs.values():

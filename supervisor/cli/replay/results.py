@@ -9,7 +9,8 @@ from contracts import short_hash
 
 
 class RerunBusy(Exception):
-    """The scratch prefix is in use by another re-run."""
+    """A re-run that cannot start (the scratch prefix is in use, or its planner did not come
+    up); the message says why."""
 
 
 @dataclass
