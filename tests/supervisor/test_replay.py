@@ -250,3 +250,26 @@ def test_timeline_shows_crashes_redeliveries_and_dead_letters() -> None:
     assert "handled again: executor restarted at +2.000s" in lines
     assert "DEAD LETTER from executor after 4 deliveries: failed on every delivery" in lines
     assert listing(rec)[0]["incidents"] == 2
+
+
+async def test_a_rerun_that_leaves_the_recording_says_where_and_fails(
+    recorded: tuple[Settings, FakeLLM, Running], bus: Bus, capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    """A planner asking for a tool call the recording does not have (here: the recording was
+    edited) is a divergence: the re-run stops there, says so and exits 1."""
+    settings, _, _ = recorded
+    assert await replay(settings, Options(export=SESSION)) == 0
+    exported = tmp_path / "s.jsonl"
+    exported.write_text(capsys.readouterr().out.replace(
+        '"arguments":{"command":"echo replayed"}}', '"arguments":{"command":"echo other"}}'))
+    code = await replay(settings, Options(import_path=str(exported), rerun=True, as_json=True))
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert [t["status"] for t in report["turns"]] == ["same", "different", "same", "same"]
+    diverged = report["turns"][1]["steps"][-1]
+    assert diverged["status"] == "DIVERGED" and "echo replayed" in diverged["detail"][0]
+    assert await replay(settings, Options(turn_id=report["turns"][1]["turn"], as_json=True,
+                                          import_path=str(exported))) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["outcome"] == "replied" and shown["events"][0]["msg"]["type"] == "turn.request"
