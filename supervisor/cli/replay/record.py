@@ -18,6 +18,7 @@ import msgspec
 from bus.codec import decode
 from contracts import (
     AnyMsg,
+    ApprovalRequest,
     DeadLetter,
     Intervention,
     LlmRequest,
@@ -88,8 +89,7 @@ class Turn:
             return "no reply"
         if errors:
             return "model error"
-        if any("approval" in e.msg.id and e.subject.split(".")[2:4] == ["approval", "request"]
-               for e in self.events):
+        if any(isinstance(e.msg, ApprovalRequest) for e in self.events):
             return "replied, approval asked"
         return "replied"
 
