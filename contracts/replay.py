@@ -24,8 +24,10 @@ class ExportedMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 class SessionSeed(msgspec.Struct, frozen=True, kw_only=True):
     """The part of the planner's session state (actors/planner/state.py SessionState) that a
-    replay or a fork sets: the conversation so far. Every other field of that record has a
-    default, so the planner decodes this as a session with this history and nothing running."""
+    replay or a fork writes (the conversation so far) and reads (`recent`: the turns it
+    finished, saved after each reply). Every other field of that record has a default, so the
+    planner decodes a seed as a session with this history and nothing running."""
 
     session: str
     history: list[ChatMessage] = msgspec.field(default_factory=list)
+    recent: list[str] = msgspec.field(default_factory=list)

@@ -36,31 +36,35 @@ SESSION = "terminal:owner"
 
 
 @pytest.fixture
+async def fake(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeLLM]:
+    """A scripted OpenAI-compatible model the llm actors (in-process and spawned) talk to."""
+    server = FakeLLM()
+    monkeypatch.setenv("OPENAI_BASE_URL", await server.start("openai"))
+    reset_clients()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
 async def recorded(
-    settings_for: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+    settings_for: Callable[..., Settings], fake: FakeLLM
 ) -> AsyncIterator[tuple[Settings, FakeLLM, Running]]:
     """A session of four turns, one asking for approval and its continuation after it, with
     IDENTITY.md regenerated between turns as the heartbeat does; the actors keep running."""
-    fake = FakeLLM()
-    monkeypatch.setenv("OPENAI_BASE_URL", await fake.start("openai"))
-    reset_clients()
     settings = settings_for(WM__MODELS__DEFAULT="openai/m", WM__EXECUTOR__MODE="direct")
     (settings.home / "workspace" / "doomed").mkdir()
-    try:
-        async with actors(settings, *ALL) as running, chat(settings) as c:
-            (settings.home / "IDENTITY.md").write_text("# Wintermute\nUptime 1 minute.\n")
-            assert await c.ask("hello first") == "echo: hello first"
-            (settings.home / "IDENTITY.md").write_text("# Wintermute\nUptime 2 minutes.\n")
-            assert "replayed" in await c.ask("run: echo replayed")
-            assert "Waiting for the owner's approval" in await c.ask(
-                "run: rm -rf doomed && echo removed-it")
-            prompt = await c.next(("approval",))
-            await c.say(f"/approve {prompt.ref}")
-            assert "removed-it" in (await c.next(("reply",))).text
-            (settings.home / "IDENTITY.md").write_text("# Wintermute\nUptime 9 hours.\n")
-            yield settings, fake, running
-    finally:
-        await fake.stop()
+    async with actors(settings, *ALL) as running, chat(settings) as c:
+        (settings.home / "IDENTITY.md").write_text("# Wintermute\nUptime 1 minute.\n")
+        assert await c.ask("hello first") == "echo: hello first"
+        (settings.home / "IDENTITY.md").write_text("# Wintermute\nUptime 2 minutes.\n")
+        assert "replayed" in await c.ask("run: echo replayed")
+        assert "Waiting for the owner's approval" in await c.ask(
+            "run: rm -rf doomed && echo removed-it")
+        prompt = await c.next(("approval",))
+        await c.say(f"/approve {prompt.ref}")
+        assert "removed-it" in (await c.next(("reply",))).text
+        (settings.home / "IDENTITY.md").write_text("# Wintermute\nUptime 9 hours.\n")
+        yield settings, fake, running
 
 
 async def test_list_shows_every_turn_with_outcome(
@@ -273,3 +277,20 @@ async def test_a_rerun_that_leaves_the_recording_says_where_and_fails(
                                           import_path=str(exported))) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["outcome"] == "replied" and shown["events"][0]["msg"]["type"] == "turn.request"
+
+
+async def test_a_reset_between_turns_is_replayed_as_a_fresh_history(
+    settings_for: Callable[..., Settings], fake: FakeLLM, bus: Bus,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = settings_for(WM__MODELS__DEFAULT="openai/m")
+    async with actors(settings, *ALL), chat(settings) as c:
+        assert await c.ask("hello one") == "echo: hello one"
+        await c.say("/reset")
+        await c.next(("notice",))
+        assert await c.ask("hello two") == "echo: hello two"
+        rec = await from_history(bus)
+        assert [t.reset_before for t in rec.session(SESSION)] == [False, True]
+        code = await replay(settings, Options(session=SESSION, rerun=True))
+    assert code == 0, capsys.readouterr().out
+    assert "2 same, 0 different" in capsys.readouterr().out

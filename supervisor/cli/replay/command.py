@@ -208,7 +208,8 @@ async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns
                        spent_today=spent_today) as scratch:
         seeded: set[str] = set()
         for turn in turns:
-            result = await scratch.run_turn(turn, seed=turn.session not in seeded)
+            fresh = turn.session not in seeded or turn.reset_before
+            result = await scratch.run_turn(turn, seed=fresh)
             results.append(result)
             if result.status == "same":
                 seeded.add(turn.session)

@@ -33,7 +33,6 @@ from contracts import (
     ToolCall,
     ToolRequest,
     ToolResult,
-    TurnRequest,
 )
 from contracts.config import Settings
 from contracts.replay import SessionSeed
@@ -191,14 +190,27 @@ class Scratch:
             await self.bus.kv_put(s.kv_sessions, session_key(turn.session), history)
         self._turn, self._result = turn, result
         self._done.clear()
-        start = turn.start.msg
-        if isinstance(start, TurnRequest):
-            await self.bus.publish(s.inbound(start.reply_to.channel, start.reply_to.chat), start)
-        else:
-            await self.bus.publish(s.evt("tool", "result", turn.session), start)
+        # Where it was recorded, on the scratch prefix (in.terminal.*, in.schedule.*, evt...).
+        subject = f"{self.prefix}.{turn.start.subject.split('.', 1)[1]}"
+        await self.bus.publish(subject, turn.start.msg)
         await self._wait(result)
         self._turn = None
+        if self._done.is_set():
+            await self._saved(turn)
         return result
+
+    async def _saved(self, turn: Turn, deadline: float = 15.0) -> None:
+        """Wait until the planner saved the session after the reply (it publishes first), so
+        the next turn's seed is not overwritten by that save."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + deadline
+        s = self.bus.subjects
+        while loop.time() < until and not self._exited():
+            raw = await self.bus.kv_get(s.kv_sessions, session_key(turn.session))
+            with contextlib.suppress(msgspec.DecodeError):
+                if raw and turn.id in msgspec.json.decode(raw, type=SessionSeed).recent:
+                    return
+            await asyncio.sleep(0.05)
 
     async def _wait(self, result: TurnResult) -> None:
         loop = asyncio.get_running_loop()

@@ -25,6 +25,7 @@ from contracts import (
     LlmResponse,
     Recalled,
     Reply,
+    SessionReset,
     ToolRequest,
     ToolResult,
     TurnRequest,
@@ -58,6 +59,7 @@ class Turn:
     tool_requests: dict[str, ToolRequest] = field(default_factory=dict)  # by request id
     tool_results: dict[str, ToolResult] = field(default_factory=dict)  # by request id
     reply: Reply | None = None
+    reset_before: bool = False  # the session's history was reset since its previous turn
 
     @property
     def ts(self) -> float:
@@ -168,11 +170,22 @@ def build(entries: list[Entry]) -> Recording:
             continue
         _attach(turn, e)
     ordered = sorted(turns.values(), key=lambda t: t.ts)
+    _mark_resets(ordered, [e for e in entries if isinstance(e.msg, SessionReset)])
     for t in ordered:  # restarts and dead letters while the turn ran
         for e in incidents:
             if isinstance(e.msg, Intervention) and t.ts - 1 <= e.msg.ts <= t.end + 1:
                 t.incidents.append(e)
     return Recording(entries, ordered, incidents)
+
+
+def _mark_resets(turns: list[Turn], resets: list[Entry]) -> None:
+    """A `/reset` between two turns of a session: the later one starts from a fresh history."""
+    previous: dict[str, float] = {}
+    for t in turns:
+        since = previous.get(t.session, float("-inf"))
+        t.reset_before = any(isinstance(r.msg, SessionReset) and r.msg.session == t.session
+                             and since <= r.msg.ts <= t.ts for r in resets)
+        previous[t.session] = t.ts
 
 
 def _by_prefix(turns: dict[str, Turn], msg_id: str) -> Turn | None:
