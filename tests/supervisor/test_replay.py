@@ -25,6 +25,7 @@ from contracts import (
 from contracts.config import Settings
 from state.budget import day_key, used
 from supervisor.cli.replay import Options, replay
+from supervisor.cli.replay.drive import Scratch
 from supervisor.cli.replay.record import build, decode_entry
 from supervisor.cli.replay.results import session_key
 from supervisor.cli.replay.source import from_history
@@ -294,3 +295,14 @@ async def test_a_reset_between_turns_is_replayed_as_a_fresh_history(
         code = await replay(settings, Options(session=SESSION, rerun=True))
     assert code == 0, capsys.readouterr().out
     assert "2 same, 0 different" in capsys.readouterr().out
+
+
+async def test_a_second_rerun_at_the_same_time_is_refused(
+    recorded: tuple[Settings, FakeLLM, Running], capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings, _, _ = recorded
+    login = {"user": "", "password": "", "credentials": ""}
+    async with Scratch(settings, settings.config.nats.url, login):
+        assert await replay(settings, Options(session=SESSION, rerun=True)) == 2
+        assert "Another `wintermute replay --rerun` is using" in capsys.readouterr().err
+    assert await replay(settings, Options(session=SESSION, rerun=True)) == 0

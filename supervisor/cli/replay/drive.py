@@ -63,7 +63,20 @@ class Scratch:
     async def __aenter__(self) -> Scratch:
         self.bus = await Bus(self.url, self.prefix, name="wintermute-replay").connect(
             timeout=5, **self.login)
-        await self._check_alone()
+        try:
+            await self._check_alone()
+        except BaseException:
+            await self.bus.close()  # and leave the other re-run's prefix alone
+            shutil.rmtree(self.home, ignore_errors=True)
+            raise
+        try:
+            await self._start()
+        except BaseException:
+            await self.__aexit__()
+            raise
+        return self
+
+    async def _start(self) -> None:
         await drop_prefix(self.bus)  # leftovers of an interrupted re-run
         await self.bus.provision()
         await self._provision_durables()
@@ -81,7 +94,6 @@ class Scratch:
             await self._spawn("llm", str(self.settings.home), WM__MODELS__DEFAULT=self.model,
                               WM__MODELS__FALLBACK="[]")
         await self._ready()
-        return self
 
     async def _ready(self, deadline: float = 120.0) -> None:
         """Wait until every spawned actor reports health, so a slow start (a loaded machine,
@@ -91,7 +103,6 @@ class Scratch:
         waiting = set(self.procs)
         while waiting:
             if exited := self._exited():
-                await self.__aexit__()
                 raise RerunBusy(f"The re-run could not start: {exited}")
             for name in list(waiting):
                 with contextlib.suppress(Exception):
@@ -99,7 +110,6 @@ class Scratch:
                         waiting.discard(name)
             if waiting and loop.time() > until:
                 tail = self._log_tail()
-                await self.__aexit__()
                 raise RerunBusy(f"The re-run's {', '.join(sorted(waiting))} did not start within "
                                 f"{deadline:.0f}s (the planner's log: {tail}).")
             if waiting:
@@ -132,7 +142,6 @@ class Scratch:
             return
         with contextlib.suppress(msgspec.DecodeError):
             if raw and time.time() - msgspec.json.decode(raw, type=Health).ts < 10:
-                await self.bus.close()
                 raise RerunBusy(
                     f"Another `wintermute replay --rerun` is using {self.prefix} right now; "
                     "wait for it to finish (one re-run at a time per instance).")
