@@ -1,29 +1,16 @@
-"""Reading stream history (what `nats stream view` shows), for replay and debugging, and the
-few things replay does on its scratch prefix: watch it, drop it."""
+"""Reading stream history: what `nats stream view` shows, for replay and debugging."""
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
 
-from nats.aio.msg import Msg
 from nats.js import api
-from nats.js.errors import BucketNotFoundError, NotFoundError
 
 from bus.connection import Bus
+from bus.streams import Stored
 
-
-@dataclass(frozen=True)
-class Stored:
-    """One stored message: where it sits and its raw payload."""
-
-    stream: str
-    seq: int
-    subject: str
-    data: bytes
-    headers: dict[str, str]
+__all__ = ["Stored", "read_stream"]
 
 
 async def read_stream(
@@ -52,27 +39,3 @@ async def read_stream(
                 return
     finally:
         await psub.unsubscribe()
-
-
-async def drop_prefix(bus: Bus) -> None:
-    """Delete every stream and bucket of `bus`'s prefix that exists (replay's scratch prefix:
-    never call this on an instance's own prefix)."""
-    for spec in bus.subjects.streams():
-        with contextlib.suppress(NotFoundError):
-            await bus.js.delete_stream(spec.name)
-    for bucket in bus.subjects.buckets():
-        with contextlib.suppress(NotFoundError, BucketNotFoundError):
-            await bus.js.delete_key_value(bucket.name)
-
-
-async def watch(
-    bus: Bus, subject: str, handler: Callable[[str, bytes], Awaitable[None]]
-) -> Callable[[], Awaitable[None]]:
-    """Core-subscribe `handler(subject, data)` to `subject`; returns the unsubscribe call."""
-
-    async def on_msg(m: Msg) -> None:
-        await handler(m.subject, m.data)
-
-    sub = await bus.nc.subscribe(subject, cb=on_msg)
-    await bus.nc.flush()
-    return sub.unsubscribe

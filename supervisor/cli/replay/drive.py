@@ -20,9 +20,8 @@ from pathlib import Path
 
 import msgspec
 
-from bus import Bus, ensure_consumer
+from bus import Bus, Delivery, ensure_consumer
 from bus.codec import decode
-from bus.history import drop_prefix, watch
 from bus.permissions import scratch_prefix
 from contracts import (
     LlmRequest,
@@ -43,6 +42,15 @@ from supervisor.process.procs import actor_command, actor_env, pdeathsig
 
 #: What the owner edits and a re-run therefore reads live (IDENTITY.md comes from the recording).
 LIVE_FILES = ("config.toml", "agent.toml", "AGENTS.md", "USER.md")
+
+
+async def drop_prefix(bus: Bus) -> None:
+    """Delete every stream and bucket of the scratch prefix that exists (never call this with
+    an instance's own prefix)."""
+    for spec in bus.subjects.streams():
+        await bus.delete_stream(spec.name)
+    for bucket in bus.subjects.buckets():
+        await bus.delete_bucket(bucket.name)
 
 
 class Scratch:
@@ -88,7 +96,7 @@ class Scratch:
         for name in LIVE_FILES:
             if (self.settings.home / name).is_file():
                 shutil.copy2(self.settings.home / name, self.home / name)
-        self._unwatch = await watch(self.bus, f"{self.prefix}.>", self._on_msg)
+        self._tap = await self.bus.subscribe(f"{self.prefix}.>", self._on_msg)
         await self._spawn("planner", str(self.home))
         if self.model:
             await self._spawn("llm", str(self.settings.home), WM__MODELS__DEFAULT=self.model,
@@ -126,7 +134,7 @@ class Scratch:
                 proc.kill()
                 await proc.wait()
         with contextlib.suppress(Exception):
-            await self._unwatch()
+            await self._tap.stop()
         with contextlib.suppress(Exception):
             await drop_prefix(self.bus)
         await self.bus.close()
@@ -137,14 +145,13 @@ class Scratch:
         from contracts import Health
 
         try:
-            raw = await self.bus.kv_get(self.bus.subjects.kv_health, "planner")
+            health = await self.bus.kv_get_as(self.bus.subjects.kv_health, "planner", Health)
         except Exception:  # noqa: BLE001 - no health bucket: nothing is running there
             return
-        with contextlib.suppress(msgspec.DecodeError):
-            if raw and time.time() - msgspec.json.decode(raw, type=Health).ts < 10:
-                raise RerunBusy(
-                    f"Another `wintermute replay --rerun` is using {self.prefix} right now; "
-                    "wait for it to finish (one re-run at a time per instance).")
+        if health is not None and time.time() - health.ts < 10:
+            raise RerunBusy(
+                f"Another `wintermute replay --rerun` is using {self.prefix} right now; "
+                "wait for it to finish (one re-run at a time per instance).")
 
     async def _provision_durables(self) -> None:
         # The supervisor's table of durables, computed for the scratch prefix.
@@ -215,10 +222,10 @@ class Scratch:
         until = loop.time() + deadline
         s = self.bus.subjects
         while loop.time() < until and not self._exited():
-            raw = await self.bus.kv_get(s.kv_sessions, session_key(turn.session))
-            with contextlib.suppress(msgspec.DecodeError):
-                if raw and turn.id in msgspec.json.decode(raw, type=SessionSeed).recent:
-                    return
+            state = await self.bus.kv_get_as(s.kv_sessions, session_key(turn.session),
+                                             SessionSeed)
+            if state is not None and turn.id in state.recent:
+                return
             await asyncio.sleep(0.05)
 
     async def _wait(self, result: TurnResult) -> None:
@@ -242,12 +249,12 @@ class Scratch:
 
     # -- answering the planner ------------------------------------------------------------
 
-    async def _on_msg(self, subject: str, data: bytes) -> None:
+    async def _on_msg(self, delivery: Delivery) -> None:
         turn, result = self._turn, self._result
         if turn is None or result is None or self._done.is_set():
             return
         try:
-            msg = decode(data)
+            msg = decode(delivery.data)
         except msgspec.DecodeError:
             return
         s = self.bus.subjects
