@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_up import ROOT, fake_openai, pid_of, status, wait_for, wm
+from tests.e2e.test_up import ROOT, fake_openai, pid_of, wait_for, wm
 
 __all__ = ["fake_openai"]  # the fake model server fixture, shared with test_up.py
 
@@ -40,13 +40,21 @@ def live(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator
                             start_new_session=True)
     try:
         wait_for(lambda: (home / "data" / "runtime.json").exists(), 30)
-        wait_for(lambda: len(actors := status(env)["actors"]) == 8
-                 and all(a["healthy"] for a in actors), 60)
+        wait_for(lambda: healthy(env), 90, 0.5)
         yield {"env": env, "home": home}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+def healthy(env: dict[str, str]) -> bool:
+    """All eight actors healthy; False (not an error) while NATS is still starting."""
+    out = wm(env, "status", "--json")
+    if out.returncode != 0:
+        return False
+    actors = json.loads(out.stdout)["actors"]
+    return len(actors) == 8 and all(a["healthy"] for a in actors)
 
 
 def turns(env: dict[str, str]) -> list[dict[str, Any]]:
