@@ -206,9 +206,7 @@ class Scratch:
             await self.bus.kv_put(s.kv_sessions, session_key(turn.session), history)
         self._turn, self._result = turn, result
         self._done.clear()
-        # Where it was recorded, on the scratch prefix (in.terminal.*, in.schedule.*, evt...).
-        subject = f"{self.prefix}.{turn.start.subject.split('.', 1)[1]}"
-        await self.bus.publish(subject, turn.start.msg)
+        await self.bus.send(turn.start.msg)  # in.<channel>.<chat>, in.schedule.*, evt.tool...
         await self._wait(result)
         self._turn = None
         if self._done.is_set():
@@ -257,12 +255,11 @@ class Scratch:
             msg = decode(delivery.data)
         except msgspec.DecodeError:
             return
-        s = self.bus.subjects
         match msg:
             case Recall():
                 recalled = turn.recalled or Recalled(
                     id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id)
-                await self.bus.publish(s.evt("memory", "recalled", msg.session), recalled)
+                await self.bus.send(recalled)
             case LlmRequest(for_call=None):
                 await self._on_model_request(turn, result, msg)
             case LlmResponse() if self.model:
@@ -301,7 +298,7 @@ class Scratch:
                 "the recording has no answer to this call"]))
             self._done.set()
             return
-        await self.bus.publish(self.bus.subjects.evt("llm", "response", msg.session), answer)
+        await self.bus.send(answer)
 
     async def _on_tool(self, turn: Turn, result: TurnResult, msg: ToolRequest) -> None:
         old = turn.tool_requests.get(msg.id)
@@ -312,7 +309,7 @@ class Scratch:
                                      live=bool(self.model)))
             # A live model names its calls itself: the recorded result answers this one.
             answer = msgspec.structs.replace(recorded, call_id=msg.call_id)
-            await self.bus.publish(self.bus.subjects.evt("tool", "result", msg.session), answer)
+            await self.bus.send(answer)
             return
         was = f"recorded {old.name}({msgspec.json.encode(old.arguments).decode()})" if old else \
             "not in the recording"
@@ -325,7 +322,7 @@ class Scratch:
         result.steps.append(Step(f"tool call {msg.name}", "DIFFERENT", msg.step,
                                  [f"{now}: {was}; not run (a replay never runs tools)"],
                                  live=True))
-        await self.bus.publish(self.bus.subjects.evt("tool", "result", msg.session), ToolResult(
+        await self.bus.send(ToolResult(
             id=f"{msg.id}:result", session=msg.session, turn_id=msg.turn_id, step=msg.step,
             call_id=msg.call_id, name=msg.name, ok=False,
             output="Not run: this is a replay, which never runs tools, and the recording has "

@@ -60,7 +60,7 @@ async def fork(bus: Bus, turn: Turn, timeout: float, say: Iterable[str] = (),
         text = guard.text
         req = msgspec.structs.replace(base, id=f"{tag}:{n}", text=text, ts=time.time())
         n += 1
-        await bus.publish(bus.subjects.inbound("terminal", tag), req)
+        await bus.send(req)
         entry: dict[str, Any] = {"turn": req.id, "text": text, "reply": None}
         out["turns"].append(entry)
         await _await_reply(client, req.id, entry, timeout)
