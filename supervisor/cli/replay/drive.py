@@ -3,8 +3,9 @@
 `replay --rerun` provisions `<prefix>_replay` (streams, buckets, the planner's durables),
 spawns the planner process (`python -m actors planner`) on it (as the `cli` NATS user, which
 owns that prefix) with a private home holding the live config, agent.toml, AGENTS.md and
-USER.md and the IDENTITY.md the recording saw, publishes each recorded turn, and answers the planner's memory, model and
-tool requests from the recording, comparing each request with the recorded one. With a live
+USER.md and the IDENTITY.md the recording saw, publishes each recorded turn, and answers the
+planner's memory, model and tool requests from the recording, comparing each request with the
+recorded one. With a live
 model (`--model`), a real llm actor runs on the scratch prefix too and answers instead.
 Nothing is published on the instance's own prefix; the scratch prefix is deleted afterwards.
 """
