@@ -293,8 +293,16 @@ async def test_a_reset_between_turns_is_replayed_as_a_fresh_history(
         rec = await from_history(bus)
         assert [t.reset_before for t in rec.session(SESSION)] == [False, True]
         code = await replay(settings, Options(session=SESSION, rerun=True))
-    assert code == 0, capsys.readouterr().out
-    assert "2 same, 0 different" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert code == 0, out
+        assert "2 same, 0 different" in out
+        # The reset travels in an export too.
+        assert await replay(settings, Options(export=SESSION)) == 0
+        exported = settings.home / "s.jsonl"
+        exported.write_text(capsys.readouterr().out)
+        assert '"type":"session.reset"' in exported.read_text()
+        code = await replay(settings, Options(import_path=str(exported), rerun=True))
+        assert code == 0, capsys.readouterr().out
 
 
 async def test_a_second_rerun_at_the_same_time_is_refused(

@@ -117,8 +117,13 @@ class Recording:
     def entries_of(self, turns: Iterable[Turn]) -> list[Entry]:
         """The stored messages of these turns and the incidents during them, in stored order."""
         chosen: dict[tuple[str, int], Entry] = {}
+        turns = list(turns)
+        sessions = {t.session for t in turns}
         for t in turns:
             for e in (t.start, *t.events, *t.incidents):
+                chosen[(e.stream, e.seq)] = e
+        for e in self.entries:  # a /reset between them changes what the next turn saw
+            if isinstance(e.msg, SessionReset) and e.msg.session in sessions:
                 chosen[(e.stream, e.seq)] = e
         return sorted(chosen.values(), key=lambda e: (e.msg.ts, e.stream, e.seq))
 
