@@ -13,6 +13,7 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     content: str
     score: float = 0.0
+    scope: str = ""
 
 
 class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
@@ -23,6 +24,10 @@ class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
     content: str
     tags: list[str] = msgspec.field(default_factory=list)
     for_call: ToolRequest | None = None
+    # Who is speaking, copied from the turn (never from tool arguments): the memory actor
+    # derives the scope from these (actors/memory/scopes.py). Empty: the session's scope only.
+    principal: str = ""
+    is_owner: bool = False
 
 
 class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
@@ -32,6 +37,8 @@ class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
     query: str
     limit: int = 5
     for_call: ToolRequest | None = None
+    principal: str = ""  # as on MemorySave: decides which scopes may be searched
+    is_owner: bool = False
 
 
 class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
@@ -41,6 +48,8 @@ class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
     turn_id: str
     query: str
     limit: int = 5
+    principal: str = ""  # the turn's principal and owner flag: which scopes may be recalled
+    is_owner: bool = False
 
 
 class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
@@ -50,3 +59,6 @@ class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
     turn_id: str
     hits: list[MemoryHit] = msgspec.field(default_factory=list)
     error: str = ""
+    # True when only the owner hears this turn (the owner's private chat, their scheduled
+    # tasks): the planner adds the owner's profile (USER.md) to the prompt only then.
+    owner_context: bool = False

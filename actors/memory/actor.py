@@ -7,6 +7,7 @@ import logging
 from typing import Any
 
 from actors.base import Actor
+from actors.memory.scopes import OWNER, Audience, audience
 from bus import Subscription
 from contracts import (
     MemorySave,
@@ -56,12 +57,16 @@ class MemoryActor(Actor):
             case Recall():
                 await self._recall(msg)
 
+    def _audience(self, principal: str, session: str, is_owner: bool) -> Audience:
+        return audience(principal, session, is_owner, self.config.owner.principals)
+
     async def _save(self, msg: MemorySave) -> None:
         kind = msg.kind if msg.kind in ("fact", "procedure", "episode", "skill", "note") else "fact"
+        scope = self._audience(msg.principal, msg.session, msg.is_owner).write
         try:
             mem_id = await asyncio.to_thread(
                 self.store.save, msg.content, kind=kind, tags=msg.tags, session=msg.session,
-                id=short_hash(msg.id, 12),
+                scope=scope, id=short_hash(msg.id, 12),
             )
             ok, text = True, f"Saved as memory {mem_id} ({kind})."
         except ValueError as exc:
@@ -71,7 +76,9 @@ class MemoryActor(Actor):
             await self._answer(msg.for_call, ok, text)
 
     async def _search(self, msg: MemorySearch) -> None:
-        hits = await asyncio.to_thread(self.store.search, msg.query, max(1, min(msg.limit, 20)))
+        scopes = self._audience(msg.principal, msg.session, msg.is_owner).read
+        limit = max(1, min(msg.limit, 20))
+        hits = await asyncio.to_thread(self.store.search, msg.query, limit, scopes)
         if hits:
             text = "\n".join(f"- [{h.kind}] {h.content} (id {h.id})" for h in hits)
         else:
@@ -80,15 +87,16 @@ class MemoryActor(Actor):
             await self._answer(msg.for_call, True, text)
 
     async def _recall(self, msg: Recall) -> None:
+        scopes = self._audience(msg.principal, msg.session, msg.is_owner).read
         try:
-            hits = await asyncio.to_thread(self.store.search, msg.query, msg.limit)
+            hits = await asyncio.to_thread(self.store.search, msg.query, msg.limit, scopes)
             error = ""
         except Exception as exc:  # noqa: BLE001 - a turn goes on without memories
             log.exception("recall failed")
             hits, error = [], f"memory search failed: {exc}"
         out = Recalled(
             id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id, hits=hits,
-            error=error,
+            error=error, owner_context=OWNER in scopes,
         )
         await self.publish(self.subjects.evt("memory", "recalled", msg.session), out)
 

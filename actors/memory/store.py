@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 TABLE = "memories"
 KINDS = frozenset({"fact", "procedure", "episode", "skill", "note"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the FTS index / compacting fragments
-_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status"]
+_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status", "scope"]
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
     "a an and are as at be by for from has have i in is it its me my of on or that the this "
@@ -40,6 +40,7 @@ def _schema() -> Any:
             pa.field("session", pa.string()),
             pa.field("created", pa.float64()),
             pa.field("status", pa.string()),
+            pa.field("scope", pa.string()),
         ]
     )
 
@@ -47,6 +48,14 @@ def _schema() -> Any:
 def _sql_str(value: str) -> str:
     """Quote a value as an SQL string literal."""
     return "'" + value.replace("'", "''") + "'"
+
+
+def _scope_filter(scopes: Iterable[str]) -> str | None:
+    """SQL filter for active rows in these scopes, or None when there are none."""
+    names = sorted({s for s in scopes if s})
+    if not names:
+        return None
+    return f"status = 'active' AND scope IN ({', '.join(_sql_str(s) for s in names)})"
 
 
 def _terms(text: str) -> list[str]:
@@ -66,8 +75,18 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._writes = 0
         self._db = lancedb.connect(str(self.path))
-        self._table = self._db.create_table(TABLE, schema=_schema(), exist_ok=True)
+        try:  # an existing table may have an older schema: open it, then migrate
+            self._table = self._db.open_table(TABLE)
+        except ValueError:
+            self._table = self._db.create_table(TABLE, schema=_schema(), exist_ok=True)
+        self._migrate()
         self._fts_ok = self._ensure_fts_index()
+
+    def _migrate(self) -> None:
+        """Give rows from before scopes the scope of their own session (visible only there)."""
+        if "scope" not in self._table.schema.names:
+            log.info("memory store: adding scopes; old memories stay in their own session")
+            self._table.add_columns({"scope": "concat('session:', coalesce(session, ''))"})
 
     def _ensure_fts_index(self) -> bool:
         """Create the native (Lance inverted) FTS index on `content` unless it exists."""
@@ -97,9 +116,13 @@ class MemoryStore:
         kind: str = "fact",
         tags: Iterable[str] = (),
         session: str = "",
+        scope: str = "",
         id: str | None = None,
     ) -> str:
-        """Insert a memory unless a row with the same id exists; return its id."""
+        """Insert a memory unless a row with the same id exists; return its id.
+
+        `scope` defaults to the memory's own session (see actors/memory/scopes.py).
+        """
         content = content.strip() if isinstance(content, str) else ""
         if not content:
             raise ValueError("memory content must not be empty")
@@ -114,6 +137,7 @@ class MemoryStore:
             "session": session,
             "created": time.time(),
             "status": "active",
+            "scope": scope or f"session:{session}",
         }
         with self._lock:
             self._table.merge_insert("id").when_not_matched_insert_all().execute([row])
@@ -138,33 +162,37 @@ class MemoryStore:
         with self._lock:
             self._optimize_locked()
 
-    def search(self, query: str, limit: int = 5) -> list[MemoryHit]:
-        """Return active memories matching `query`, best first; never raises on odd queries."""
-        if limit <= 0 or not query or not query.strip():
+    def search(self, query: str, limit: int = 5, scopes: Iterable[str] = ()) -> list[MemoryHit]:
+        """Active memories in `scopes` matching `query`, best first; never raises on odd queries.
+
+        No scopes, no results: a caller must say whose memories it may see.
+        """
+        where = _scope_filter(scopes)
+        if limit <= 0 or not query or not query.strip() or where is None:
             return []
         with self._lock:
             hits: list[MemoryHit] = []
             if self._fts_ok:
                 try:
-                    hits = self._fts(query, limit)
+                    hits = self._fts(query, limit, where)
                 except Exception as exc:
                     log.warning("memory store: FTS query failed (%s); using keyword fallback", exc)
             if not hits:
                 try:
-                    hits = self._keyword(query, limit)
+                    hits = self._keyword(query, limit, set(scopes))
                 except Exception as exc:
                     log.warning("memory store: keyword fallback failed: %s", exc)
             return hits
 
-    def _fts(self, query: str, limit: int) -> list[MemoryHit]:
+    def _fts(self, query: str, limit: int, where: str) -> list[MemoryHit]:
         """BM25 search via the native index; unindexed rows are flat-searched by Lance."""
         from lancedb.query import MatchQuery
 
         match = MatchQuery(query, "content")  # type: ignore[call-arg]  # pydantic defaults
         rows = (
             self._table.search(match, query_type="fts")
-            .where("status = 'active'", prefilter=True)
-            .select(["id", "kind", "content", "_score"])  # naming _score avoids a lance warning
+            .where(where, prefilter=True)
+            .select(["id", "kind", "content", "scope", "_score"])  # naming _score avoids a lance warning
             .limit(limit)
             .to_list()
         )
@@ -173,25 +201,30 @@ class MemoryStore:
                 id=r["id"],
                 kind=r["kind"],
                 content=r["content"],
+                scope=r["scope"] or "",
                 score=float(r.get("_score") or 0.0),
             )
             for r in rows
         ]
         return sorted(hits, key=lambda h: h.score, reverse=True)
 
-    def _keyword(self, query: str, limit: int) -> list[MemoryHit]:
+    def _keyword(self, query: str, limit: int, scopes: set[str]) -> list[MemoryHit]:
         """Score active rows by query-term overlap (fraction of terms, tf as tie-break)."""
         q = set(_terms(query))
         if not q:
             return []
         scored: list[tuple[float, float, MemoryHit]] = []
-        for r in self._active_rows(["id", "kind", "content", "created"]):
+        for r in self._active_rows(["id", "kind", "content", "created", "scope"]):
+            if r["scope"] not in scopes:
+                continue
             tf = Counter(_terms(r["content"]))
             matched = [t for t in q if t in tf]
             if not matched:
                 continue
             score = len(matched) / len(q) + 0.01 * min(sum(tf[t] for t in matched), 10)
-            hit = MemoryHit(id=r["id"], kind=r["kind"], content=r["content"], score=score)
+            hit = MemoryHit(
+                id=r["id"], kind=r["kind"], content=r["content"], scope=r["scope"], score=score
+            )
             scored.append((score, r["created"] or 0.0, hit))
         scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
         return [s[2] for s in scored[:limit]]

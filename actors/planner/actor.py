@@ -119,7 +119,8 @@ class PlannerActor(Actor):
 
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
         state.active = TurnState(request=req)
-        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
+        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
+                        principal=req.principal, is_owner=req.is_owner)
         await self.publish(self.subjects.cmd("memory", "recall"), recall)
 
     def _deferred_turn(self, result: ToolResult) -> TurnRequest:
@@ -141,7 +142,7 @@ class PlannerActor(Actor):
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
         budget_note = await self._budget_note()
-        system = context.system_prompt(self.settings, msg.hits, budget_note)
+        system = context.system_prompt(self.settings, msg.hits, budget_note, msg.owner_context)
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -200,7 +201,7 @@ class PlannerActor(Actor):
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to,
+                reply_to=turn.request.reply_to, principal=turn.request.principal,
             )
             await self.publish(self.subjects.cmd("executor", "run"), req)
         await self._maybe_continue(state, turn)

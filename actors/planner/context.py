@@ -17,11 +17,20 @@ def _read(path: Path) -> str:
         return ""
 
 
-def system_prompt(settings: Settings, memories: list[MemoryHit], budget_note: str) -> str:
-    """The system message for one turn, rebuilt each turn from files and state."""
+def system_prompt(
+    settings: Settings, memories: list[MemoryHit], budget_note: str, owner: bool = False
+) -> str:
+    """The system message for one turn, rebuilt each turn from files and state.
+
+    USER.md describes the owner: only turns that the owner alone hears (`owner`, decided by
+    the memory actor from the turn's principal) get it, never a third party or a group.
+    """
     home = settings.home
     parts = [settings.agent.personality.soul.strip()]
-    for title, name in (("Identity", "IDENTITY.md"), ("Lessons", "AGENTS.md"), ("User", "USER.md")):
+    docs = [("Identity", "IDENTITY.md"), ("Lessons", "AGENTS.md")]
+    if owner:
+        docs.append(("User", "USER.md"))
+    for title, name in docs:
         text = _read(home / name)
         if text:
             parts.append(f"# {title} ({name})\n{text}")
