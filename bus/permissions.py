@@ -47,7 +47,7 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         publish=(*(f"in.{c}.>" for c in CHANNELS), "out.>", "evt.channel.delivered.>",
                  "cmd.approval.request", "cmd.approval.decide", "cmd.planner.reset",
-                 "cmd.executor.revert", "evt.flatline.release.>"),
+                 "cmd.executor.revert", "evt.flatline.release.>", "cmd.memory.command"),
         kv_read=("state", "budget", "tools"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
                   "state:telegram.>", "state:flatline.tool.>", "tools:>"),
@@ -71,7 +71,8 @@ GRANTS: dict[str, Grant] = {
                   "state:image.>", "done:exec.>", "done:revert.>"),
     ),
     "memory": Grant(
-        publish=("evt.memory.recalled.>", "evt.tool.result.>"),
+        # notices answer /memory in its chat; answers go to `wintermute memory`
+        publish=("evt.memory.recalled.>", "evt.tool.result.>", "evt.memory.answer.>", "out.>"),
         kv_write=("state:memory",),
     ),
     "approval": Grant(
@@ -83,7 +84,7 @@ GRANTS: dict[str, Grant] = {
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>"),
+                 "evt.flatline.enable_task.>", "cmd.memory.admin"),
         subscribe=(">",),
         kv_read=("state", "tools"),
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),

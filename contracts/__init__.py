@@ -24,7 +24,18 @@ from contracts.llm import (
     ToolSpec,
     Usage,
 )
-from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recalled
+from contracts.memory import (
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryCommand,
+    MemoryHit,
+    MemoryRecord,
+    MemorySave,
+    MemorySearch,
+    MemoryStatus,
+    Recall,
+    Recalled,
+)
 from contracts.ops import (
     DeadLetter,
     Health,
@@ -56,6 +67,9 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     MemorySearch,
     Recall,
     Recalled,
+    MemoryCommand,
+    MemoryAdmin,
+    MemoryAnswer,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalResolved,
@@ -85,6 +99,9 @@ AnyMsg = (
     | MemorySearch
     | Recall
     | Recalled
+    | MemoryCommand
+    | MemoryAdmin
+    | MemoryAnswer
     | ApprovalRequest
     | ApprovalDecision
     | ApprovalResolved
@@ -111,9 +128,14 @@ __all__ = [
     "LlmPreview",
     "LlmRequest",
     "LlmResponse",
+    "MemoryAdmin",
+    "MemoryAnswer",
+    "MemoryCommand",
     "MemoryHit",
+    "MemoryRecord",
     "MemorySave",
     "MemorySearch",
+    "MemoryStatus",
     "Msg",
     "Notice",
     "Outbound",

@@ -42,6 +42,10 @@ class ModelsConfig(_Section):
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
+    # Memory search vectors: local/minilm (offline, shipped as a package), openai/MODEL (any
+    # OpenAI-compatible /v1/embeddings), ollama/MODEL, or none (full text only).
+    embedding: str = "local/minilm"
+    embedding_url: str = ""  # base URL for openai/ollama embeddings; empty: the SDK variables
 
 
 class BudgetConfig(_Section):
@@ -383,6 +387,14 @@ def _check(config: Config, agent: AgentConfig) -> None:
                 f"config.toml: invalid value for '{key}': {spec!r} is not "
                 f"'provider/model' with provider one of {', '.join(PROVIDERS)}"
             )
+    embedding = config.models.embedding
+    if embedding != "none" and (
+        "/" not in embedding or embedding.split("/", 1)[0] not in ("local", "openai", "ollama")
+    ):
+        raise ConfigError(
+            f"config.toml: invalid value for 'models.embedding': {embedding!r}; use "
+            "'local/minilm', 'openai/MODEL', 'ollama/MODEL' or 'none'"
+        )
     if not re.fullmatch(r"[A-Za-z0-9_-]+", config.nats.prefix):
         raise ConfigError("config.toml: invalid value for 'nats.prefix': letters, digits, - and _")
     for key, value, allowed in (("executor.mode", config.executor.mode, SANDBOX_MODES),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from contracts.base import Msg
+from contracts.channel import Sink
 from contracts.tools import ToolRequest
 
 
@@ -14,6 +15,27 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     score: float = 0.0
     scope: str = ""
+
+
+class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One stored memory as listed and exported (a JSONL line of `wintermute memory export`)."""
+
+    id: str
+    kind: str = "fact"
+    content: str
+    tags: list[str] = msgspec.field(default_factory=list)
+    scope: str = ""
+    session: str = ""
+    created: float = 0.0
+    status: str = "active"  # active | archived
+
+
+class MemoryStatus(msgspec.Struct, frozen=True, kw_only=True):
+    """The memory actor's summary in KV `wm_state` key `memory`, shown by `status`."""
+
+    counts: dict[str, int] = msgspec.field(default_factory=dict)
+    search: str = "full-text"  # "hybrid (MODEL)" when vectors are used
+    warning: str = ""  # why search is full-text only, and what to do
 
 
 class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
@@ -62,3 +84,38 @@ class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
     # True when only the owner hears this turn (the owner's private chat, their scheduled
     # tasks): the planner adds the owner's profile (USER.md) to the prompt only then.
     owner_context: bool = False
+
+
+class MemoryCommand(Msg, frozen=True, kw_only=True, tag="memory.command"):
+    """`/memory` from a chat: answered with a Notice to `reply_to`, within what that chat may
+    read (its audience, derived from `principal`/`session` like a recall's)."""
+
+    action: str = "list"  # list | search | forget
+    arg: str = ""  # the search words, or the id to forget
+    principal: str = ""
+    is_owner: bool = False
+    session: str = ""
+    reply_to: Sink
+
+
+class MemoryAdmin(Msg, frozen=True, kw_only=True, tag="memory.admin"):
+    """`wintermute memory ...`, the owner's command line: any scope. Only the `cli` user may
+    publish its subject (bus/permissions.py); answered by MemoryAnswer events."""
+
+    action: str  # list | search | forget | export | import | reembed
+    scope: str = ""  # only this scope; empty: all
+    query: str = ""
+    target: str = ""  # the memory id to forget
+    limit: int = 50
+    records: list[MemoryRecord] = msgspec.field(default_factory=list)  # import
+
+
+class MemoryAnswer(Msg, frozen=True, kw_only=True, tag="memory.answer"):
+    """One part of the answer to a MemoryAdmin (`request` is its id); `last` ends it."""
+
+    request: str
+    ok: bool = True
+    text: str = ""
+    records: list[MemoryRecord] = msgspec.field(default_factory=list)
+    part: int = 0
+    last: bool = True

@@ -7,12 +7,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
+from contracts import ApprovalDecision, MemoryCommand, ScriptsRevert, SessionReset, Sink
 from state import budget
 
 HELP = (
     "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
-    "conversation; memories stay), /memory (what is remembered), /tools (tools and status; /tools release NAME lifts a "
+    "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
+    "/memory forget ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
@@ -100,11 +101,20 @@ async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
-    facts = await _state(actor, "memory")
-    counts = facts.get("counts", {}) if isinstance(facts, dict) else {}
-    if not counts:
-        return "No memories yet."
-    return "Memories: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    # The memory actor owns the store: it answers with a notice to this chat, showing only
+    # what this conversation may read (a group never sees the owner's private memories).
+    verb, _, arg = rest.strip().partition(" ")
+    action = verb.lower() or "list"
+    if action not in ("list", "search", "forget") or (action != "list" and not arg.strip()):
+        return "Use /memory, /memory search WORDS or /memory forget ID."
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    command = MemoryCommand(
+        id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
+        is_owner=ctx.is_owner, session=ctx.session, reply_to=sink,
+    )
+    await actor.bus.publish(actor.subjects.cmd("memory", "command"), command)
+    return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
+            "forget": "Asking memory to forget it…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:

@@ -1,17 +1,25 @@
-"""The memory actor: owns the LanceDB store under data/; answers saves, searches and recalls."""
+"""The memory actor: owns the LanceDB store under data/memory; answers saves, searches, recalls,
+the chat's `/memory` and the owner's `wintermute memory` commands. Scopes come from the turn
+(actors/memory/scopes.py); search is hybrid when the embedding model works (store.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
+
+import msgspec
 
 from actors.base import Actor
 from actors.memory.scopes import OWNER, Audience, audience
 from bus import Subscription
 from contracts import (
+    MemoryAdmin,
+    MemoryCommand,
     MemorySave,
     MemorySearch,
+    MemoryStatus,
     Recall,
     Recalled,
     ToolRequest,
@@ -21,34 +29,59 @@ from contracts import (
 
 log = logging.getLogger(__name__)
 
-MemoryInbox = MemorySave | MemorySearch | Recall
+MemoryInbox = MemorySave | MemorySearch | Recall | MemoryCommand
+_status_enc = msgspec.json.Encoder()
 
 
 class MemoryActor(Actor):
     name = "memory"
 
     async def on_start(self) -> None:
+        from actors.memory.embedding import EmbeddingUnavailable, make_embedder
         from actors.memory.store import MemoryStore
+        from kit.secrets import load_dotenv
 
+        models = self.config.models
+        env = {**load_dotenv(self.home / ".env"), **os.environ}  # .env: embedding API keys
+        try:
+            embedder = make_embedder(models.embedding, models.embedding_url, env)
+            problem = ""
+        except EmbeddingUnavailable as exc:
+            embedder, problem = None, str(exc)
         path = self.home / "data" / "memory"
-        self.store = await asyncio.to_thread(MemoryStore, path)
-        self.count = await asyncio.to_thread(self.store.count)
+        self.store = await asyncio.to_thread(MemoryStore, path, embedder)
+        if problem:
+            self.store.warning = problem
         await self._publish_stats()
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
-        sub = Subscription(s.stream_cmd, "memory", (s.cmd("memory", "*"),), concurrency=4)
-        return [(sub, MemoryInbox)]
+        subjects = tuple(s.cmd("memory", a) for a in ("save", "search", "recall", "command"))
+        sub = Subscription(s.stream_cmd, "memory", subjects, concurrency=4)
+        # The owner's command line, on a subject only the `cli` user may publish.
+        admin = Subscription(s.stream_cmd, "memory-admin", (s.cmd("memory", "admin"),),
+                             concurrency=1)
+        return [(sub, MemoryInbox), (admin, MemoryAdmin)]
 
     def health_info(self) -> dict[str, Any]:
-        return {"memories": getattr(self, "count", 0)}
+        store = getattr(self, "store", None)
+        if store is None:
+            return {"memories": 0}
+        return {"memories": store.count(), "search": self._search_mode(),
+                "warning": store.warning}
+
+    def _search_mode(self) -> str:
+        store = self.store
+        return f"hybrid ({store.embedder.name})" if store.hybrid and store.embedder else "full-text"
 
     async def _publish_stats(self) -> None:
-        counts = await asyncio.to_thread(self.store.counts_by_kind)
-        self.count = sum(counts.values())
-        await self.bus.kv_put(self.subjects.kv_state, "memory", _json({"counts": counts}))
+        record = MemoryStatus(counts=self.store.counts_by_kind(), search=self._search_mode(),
+                              warning=self.store.warning)
+        await self.bus.kv_put(self.subjects.kv_state, "memory", _status_enc.encode(record))
 
-    async def handle(self, msg: MemoryInbox) -> None:
+    async def handle(self, msg: MemoryInbox | MemoryAdmin) -> None:
+        from actors.memory import _commands
+
         match msg:
             case MemorySave():
                 await self._save(msg)
@@ -56,13 +89,17 @@ class MemoryActor(Actor):
                 await self._search(msg)
             case Recall():
                 await self._recall(msg)
+            case MemoryCommand():
+                await _commands.chat_command(self, msg)
+            case MemoryAdmin():
+                await _commands.admin(self, msg)
 
-    def _audience(self, principal: str, session: str, is_owner: bool) -> Audience:
+    def audience(self, principal: str, session: str, is_owner: bool) -> Audience:
         return audience(principal, session, is_owner, self.config.owner.principals)
 
     async def _save(self, msg: MemorySave) -> None:
         kind = msg.kind if msg.kind in ("fact", "procedure", "episode", "skill", "note") else "fact"
-        scope = self._audience(msg.principal, msg.session, msg.is_owner).write
+        scope = self.audience(msg.principal, msg.session, msg.is_owner).write
         try:
             mem_id = await asyncio.to_thread(
                 self.store.save, msg.content, kind=kind, tags=msg.tags, session=msg.session,
@@ -76,7 +113,7 @@ class MemoryActor(Actor):
             await self._answer(msg.for_call, ok, text)
 
     async def _search(self, msg: MemorySearch) -> None:
-        scopes = self._audience(msg.principal, msg.session, msg.is_owner).read
+        scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
         limit = max(1, min(msg.limit, 20))
         hits = await asyncio.to_thread(self.store.search, msg.query, limit, scopes)
         if hits:
@@ -87,7 +124,7 @@ class MemoryActor(Actor):
             await self._answer(msg.for_call, True, text)
 
     async def _recall(self, msg: Recall) -> None:
-        scopes = self._audience(msg.principal, msg.session, msg.is_owner).read
+        scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
         try:
             hits = await asyncio.to_thread(self.store.search, msg.query, msg.limit, scopes)
             error = ""
@@ -106,9 +143,3 @@ class MemoryActor(Actor):
             call_id=call.call_id, name=call.name, ok=ok, output=text, reply_to=call.reply_to,
         )
         await self.publish(self.subjects.evt("tool", "result", call.session), result)
-
-
-def _json(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value).encode()

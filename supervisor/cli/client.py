@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -85,6 +86,15 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         status["streams"] = streams
         executor = await bus.kv_get(bus.subjects.kv_state, "executor")  # sandbox facts
         status["executor"] = json.loads(executor) if executor else {}
+        memory = await bus.kv_get(bus.subjects.kv_state, "memory")
+        if memory:
+            import msgspec
+
+            from contracts import MemoryStatus
+
+            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
+                record = msgspec.json.decode(memory, type=MemoryStatus)
+                status["memory"] = msgspec.to_builtins(record)
         return status
     finally:
         await bus.close()
@@ -109,6 +119,12 @@ def render_status(status: dict[str, Any]) -> str:
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")
+    memory = status.get("memory") or {}
+    if memory:
+        total = sum(memory.get("counts", {}).values())
+        lines.append(f"memory: {total} memories, {memory.get('search', 'full-text')} search")
+        if memory.get("warning"):
+            lines.append(f"memory WARNING: {memory['warning']}")
     if status.get("failed"):
         lines.append(f"failed actors: {', '.join(status['failed'])} (retried with growing delays)")
     for tool, rec in (status.get("quarantined") or {}).items():

@@ -1,4 +1,5 @@
-"""Tests for the LanceDB-backed memory store (real LanceDB in a temp directory)."""
+"""Tests for the LanceDB-backed memory store (real LanceDB in a temp directory), full text
+only here; hybrid search with the real embedding model is in test_memory_hybrid.py."""
 
 from __future__ import annotations
 
@@ -129,21 +130,6 @@ def test_ranking_puts_more_relevant_first(store: MemoryStore) -> None:
     assert hits[0].id == "asyncio"
     assert "garden" not in [h.id for h in hits]
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-
-
-def test_keyword_fallback_when_fts_fails(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store.save("Kubernetes cluster runs in region eu-west", id="k8s")
-    store.save("Cluster of grapes", id="grapes")
-
-    def boom(*_a: object, **_k: object) -> list[object]:
-        raise RuntimeError("fts broken")
-
-    monkeypatch.setattr(store, "_fts", boom)
-    hits = store.search("kubernetes cluster", scopes=HERE)
-    assert [h.id for h in hits][:1] == ["k8s"]
-    assert hits[0].score > hits[1].score > 0
 
 
 def test_search_after_optimize_and_many_saves(store: MemoryStore) -> None:

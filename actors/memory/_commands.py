@@ -1,0 +1,145 @@
+"""`/memory` from a chat and `wintermute memory` from the owner's command line."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from actors.memory.embedding import EmbeddingUnavailable
+from actors.memory.scopes import valid_scope
+from contracts import MemoryAdmin, MemoryAnswer, MemoryCommand, MemoryRecord, Notice, short_hash
+
+if TYPE_CHECKING:
+    from actors.memory.actor import MemoryActor
+
+Say = Callable[..., Awaitable[None]]
+EXPORT_PART = 500  # records per answer message (well under the 1 MB NATS payload limit)
+LIST_IN_CHAT = 20
+CHAT_HELP = "Use /memory, /memory search WORDS or /memory forget ID."
+
+
+def _line(r: MemoryRecord | object) -> str:
+    kind, content, mem_id = (getattr(r, a) for a in ("kind", "content", "id"))
+    scope = getattr(r, "scope", "")
+    return f"- [{kind}] {content} (id {mem_id}{', ' + scope if scope else ''})"
+
+
+async def chat_command(actor: MemoryActor, msg: MemoryCommand) -> None:
+    """Answer /memory within what this conversation may read, as a notice to the chat."""
+    store = actor.store
+    scopes = actor.audience(msg.principal, msg.session, msg.is_owner).read
+    if msg.action == "list":
+        records = await asyncio.to_thread(store.recent, scopes, LIST_IN_CHAT)
+        if records:
+            text = f"Remembered here (newest {len(records)}):\n" + "\n".join(map(_line, records))
+        else:
+            text = "Nothing is remembered for this conversation yet."
+        if store.warning:
+            text += f"\n(Search is full-text only: {store.warning}.)"
+    elif msg.action == "search" and msg.arg.strip():
+        hits = await asyncio.to_thread(store.search, msg.arg, 10, scopes)
+        text = "\n".join(map(_line, hits)) if hits else f"No memories here match {msg.arg!r}."
+    elif msg.action == "forget" and msg.arg.strip():
+        target = msg.arg.strip().split()[0]
+        if await asyncio.to_thread(store.forget, target, scopes):
+            text = f"Forgot memory {target}."
+            await actor._publish_stats()
+        else:
+            text = f"No memory {target} here; /memory lists them with their ids."
+    else:
+        text = CHAT_HELP
+    notice = Notice(id=f"{msg.id}:answer", sink=msg.reply_to, text=text, source="memory")
+    await actor.publish(actor.subjects.outbound(msg.reply_to.channel, msg.reply_to.chat), notice)
+
+
+async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
+    """The owner's command line: every scope (or `msg.scope`), answered as MemoryAnswer parts."""
+    subject = actor.subjects.evt("memory", "answer", short_hash(msg.id, 16))
+    part = 0
+
+    async def say(text: str = "", records: list[MemoryRecord] | None = None, ok: bool = True,
+                  last: bool = True) -> None:
+        nonlocal part
+        answer = MemoryAnswer(id=f"{msg.id}:answer:{part}", request=msg.id, ok=ok, text=text,
+                              records=records or [], part=part, last=last)
+        part += 1
+        await actor.publish(subject, answer)
+
+    if msg.scope and not valid_scope(msg.scope):
+        await say(f"{msg.scope!r} is not a scope: use global, user:ID, group:ID or session:ID.",
+                  ok=False)
+        return
+    store = actor.store
+    scopes = [msg.scope] if msg.scope else None
+    match msg.action:
+        case "list":
+            await say(records=await asyncio.to_thread(store.recent, scopes, msg.limit))
+        case "search":
+            hits = await asyncio.to_thread(store.search, msg.query, msg.limit, scopes)
+            await say("\n".join(map(_line, hits)) or f"No memories match {msg.query!r}.")
+        case "forget":
+            done = await asyncio.to_thread(store.forget, msg.target, scopes)
+            await say(f"Forgot memory {msg.target}." if done else
+                      f"No active memory {msg.target}; `wintermute memory list` shows ids.",
+                      ok=done)
+            await actor._publish_stats()
+        case "export":
+            records = await asyncio.to_thread(store.export, scopes)
+            chunks = [records[i : i + EXPORT_PART] for i in range(0, len(records), EXPORT_PART)]
+            for i, chunk in enumerate(chunks or [[]]):
+                await say(records=chunk, last=i == len(chunks or [[]]) - 1)
+        case "import":
+            await say(await asyncio.to_thread(_import, actor, msg.records, msg.scope))
+            await actor._publish_stats()
+        case "reembed":
+            await _reembed(actor, say)
+        case _:
+            await say(f"Unknown memory action {msg.action!r}.", ok=False)
+
+
+def _import(actor: MemoryActor, records: list[MemoryRecord], scope: str) -> str:
+    """Save exported records (same ids: importing twice adds nothing); say what was skipped."""
+    saved, skipped = 0, []
+    for r in records:
+        target = scope or r.scope
+        if not valid_scope(target):
+            skipped.append(f"{r.id}: scope {target!r} is not valid")
+            continue
+        try:
+            actor.store.save(r.content, kind=r.kind, tags=r.tags, session=r.session, scope=target,
+                             id=r.id, created=r.created or None)
+        except ValueError as exc:
+            skipped.append(f"{r.id}: {exc}")
+            continue
+        if r.status == "archived":
+            actor.store.forget(r.id)
+        saved += 1
+    text = f"Imported {saved} of {len(records)} memories."
+    if skipped:
+        text += " Skipped: " + "; ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")
+    return text
+
+
+async def _reembed(actor: MemoryActor, say: Say) -> None:
+    """Re-embed every memory, reporting progress about once a second."""
+    loop = asyncio.get_running_loop()
+    last = [0.0]
+    pending: list[Any] = []  # concurrent futures of the progress answers
+
+    def progress(done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0 or done == total:
+            last[0] = now
+            coro = say(f"re-embedded {done} of {total}", last=False)
+            pending.append(asyncio.run_coroutine_threadsafe(coro, loop))  # type: ignore[arg-type]
+
+    try:
+        count = await asyncio.to_thread(actor.store.reembed, progress)
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
+        name = actor.store.embedder.name if actor.store.embedder else "?"
+        await say(f"Re-embedded {count} memories with {name}.")
+    except EmbeddingUnavailable as exc:
+        await say(f"Not re-embedded: {exc}.", ok=False)
+    await actor._publish_stats()
