@@ -7,6 +7,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from actors.memory.embedding import EmbeddingUnavailable
 from actors.memory.scopes import valid_scope
 from contracts import MemoryAdmin, MemoryAnswer, MemoryCommand, MemoryRecord, Notice, short_hash
@@ -100,23 +102,25 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
 
 
 def _import(actor: MemoryActor, records: list[MemoryRecord], scope: str) -> str:
-    """Save exported records (same ids: importing twice adds nothing); say what was skipped."""
-    saved, skipped = 0, []
+    """Save exported records as they were (same ids: importing twice adds nothing), embedded in
+    batches; say which were skipped and why."""
+    from actors.memory.store import KINDS
+
+    good, skipped = [], []
     for r in records:
         target = scope or r.scope
         if not valid_scope(target):
             skipped.append(f"{r.id}: scope {target!r} is not valid")
-            continue
-        try:
-            actor.store.save(r.content, kind=r.kind, tags=r.tags, session=r.session, scope=target,
-                             id=r.id, created=r.created or None)
-        except ValueError as exc:
-            skipped.append(f"{r.id}: {exc}")
-            continue
-        if r.status == "archived":
-            actor.store.forget(r.id)
-        saved += 1
-    text = f"Imported {saved} of {len(records)} memories."
+        elif not r.id or not r.content.strip():
+            skipped.append(f"{r.id}: memory content must not be empty")
+        elif r.kind not in KINDS or r.status not in ("active", "archived"):
+            skipped.append(f"{r.id}: kind {r.kind!r} or status {r.status!r} is unknown")
+        else:
+            good.append(msgspec.structs.replace(r, scope=target, content=r.content.strip()))
+    added = actor.store.add_many(good)
+    text = f"Imported {added} of {len(records)} memories."
+    if len(good) > added:
+        text += f" Already there: {len(good) - added}."
     if skipped:
         text += " Skipped: " + "; ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")
     return text

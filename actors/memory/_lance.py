@@ -71,19 +71,21 @@ def _indices(table: Any) -> list[Any]:
 
 
 def ensure_vector_index(table: Any, minimum: int) -> None:
-    """An IVF-PQ index on the vectors once there are `minimum` rows (optimize() updates it)."""
-    from lancedb.index import IvfPq
+    """An IVF index on the vectors once there are `minimum` of them (optimize() updates it).
+
+    IVF_FLAT keeps exact vectors in sqrt(n) partitions: measured at 100k memories it builds in
+    about 10 s (IVF_PQ: 100 s, IVF_HNSW_SQ: 90 s) and answers in 2-4 ms. A search that finds
+    fewer than `limit` rows in its scope probes more partitions (LanceDB's maximum_nprobes).
+    """
+    from lancedb.index import IvfFlat
 
     if VECTOR not in table.schema.names or any(i.columns == [VECTOR] for i in _indices(table)):
         return
     rows = table.count_rows(f"{VECTOR} IS NOT NULL")
     if rows < minimum:
         return
-    partitions = max(1, int(rows**0.5))
-    dim = table.schema.field(VECTOR).type.list_size
-    sub = next(s for s in (48, 32, 24, 16, 8, 4, 2, 1) if dim % s == 0)
-    table.create_index(VECTOR, config=IvfPq(distance_type="cosine", num_partitions=partitions,
-                                            num_sub_vectors=sub))
+    table.create_index(VECTOR, config=IvfFlat(distance_type="cosine",
+                                              num_partitions=max(1, int(rows**0.5))))
 
 
 def set_vector_column(table: Any, dim: int, replace: bool = False) -> None:

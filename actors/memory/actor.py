@@ -56,8 +56,10 @@ class MemoryActor(Actor):
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
-        subjects = tuple(s.cmd("memory", a) for a in ("save", "search", "recall", "command"))
-        sub = Subscription(s.stream_cmd, "memory", subjects, concurrency=4)
+        sub = Subscription(s.stream_cmd, "memory", (
+            s.cmd("memory", "save"), s.cmd("memory", "search"), s.cmd("memory", "recall"),
+            s.cmd("memory", "command"),
+        ), concurrency=4)
         # The owner's command line, on a subject only the `cli` user may publish.
         admin = Subscription(s.stream_cmd, "memory-admin", (s.cmd("memory", "admin"),),
                              concurrency=1)

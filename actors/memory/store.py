@@ -22,6 +22,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,7 @@ class MemoryStore:
         self.embedder = embedder
         self.warning = "" if embedder else "no embedding model ([models] embedding = none)"
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-fts")
         self._writes = 0
         self._db = lancedb.connect(str(self.path))
         self._table = _lance.open_table(self._db, TABLE)
@@ -122,6 +124,33 @@ class MemoryStore:
             self._after_write()
         return mem_id
 
+    def add_many(self, records: list[MemoryRecord],
+                 vectors: list[list[float]] | None = None, batch: int = 256) -> int:
+        """Insert validated records as they are (scope, status, created kept) in batches,
+        embedding them unless `vectors` are given; returns how many were new."""
+        added = 0
+        for start in range(0, len(records), batch):
+            part = records[start : start + batch]
+            vecs = (vectors[start : start + batch] if vectors is not None
+                    else self._embed([r.content for r in part]))
+            rows = [{"id": r.id, "kind": r.kind, "content": r.content, "tags": r.tags,
+                     "session": r.session, "created": r.created or time.time(),
+                     "status": r.status, "scope": r.scope} for r in part]
+            if vecs is not None:
+                if not self._vector_model and self.embedder is not None:
+                    self._embed([part[0].content])  # claims the vector column for the model
+                for row, vec in zip(rows, vecs, strict=True):
+                    row["vector"] = vec
+            with self._lock:
+                inserted = _lance.insert_new(self._table, rows)
+                added += inserted
+                self._writes += inserted
+        with self._lock:
+            self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
+            if added >= OPTIMIZE_EVERY:
+                self._optimize_locked()
+        return added
+
     def forget(self, id: str, scopes: Iterable[str] | None = None) -> bool:
         """Archive an active memory (only within `scopes` when given); True if one was."""
         where = f"id = {_lance.sql_str(id)} AND status = 'active'"
@@ -172,20 +201,27 @@ class MemoryStore:
             if not any(scopes):
                 return []
             where += " AND " + _lance.scope_in(scopes)
+        # The full-text leg runs beside the query's embedding and the vector leg: LanceDB and
+        # onnxruntime release the GIL, so a recall costs about the slower leg, not the sum.
+        text = self._pool.submit(self._fts_leg, query, where, limit * 2) if self._fts_ok else None
         ranked: list[list[MemoryHit]] = []
-        if self._fts_ok:
-            try:
-                ranked.append(_lance.fts(self._table, query, where, limit * 2, _HIT_COLUMNS))
-            except Exception as exc:  # noqa: BLE001 - one leg failing leaves the other
-                log.warning("memory store: full-text query failed: %s", exc)
         vectors = self._embed([query]) if self.hybrid else None
         if vectors is not None:
             try:
                 ranked.append(_lance.nearest(self._table, vectors[0], where, limit * 2,
                                              _HIT_COLUMNS))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one leg failing leaves the other
                 log.warning("memory store: vector query failed: %s", exc)
+        if text is not None:
+            ranked.insert(0, text.result())
         return fuse(ranked, limit)
+
+    def _fts_leg(self, query: str, where: str, limit: int) -> list[MemoryHit]:
+        try:
+            return _lance.fts(self._table, query, where, limit, _HIT_COLUMNS)
+        except Exception as exc:  # noqa: BLE001 - odd query syntax: the vector leg still answers
+            log.warning("memory store: full-text query failed: %s", exc)
+            return []
 
     def recent(self, scopes: Iterable[str] | None = None, limit: int = 50,
              kind: str = "") -> list[MemoryRecord]:

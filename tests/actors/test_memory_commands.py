@@ -118,7 +118,7 @@ async def test_cli_lists_searches_forgets_exports_and_imports(
     assert imported[0].text.startswith("Imported 3 of 5 memories.")
     assert "bad: scope 'everyone' is not valid" in imported[0].text
     assert "empty: memory content must not be empty" in imported[0].text
-    assert again[0].text == "Imported 1 of 1 memories."
+    assert again[0].text == "Imported 0 of 1 memories. Already there: 1."
     assert {r.id for r in listed[0].records} == {"car", "fiat", "rule"}
     assert "user:telegram:2" in render(listed[0].records)
     assert [r.id for r in only[0].records] == ["fiat"]
