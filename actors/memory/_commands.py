@@ -80,7 +80,9 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
             await say(records=await asyncio.to_thread(store.recent, scopes, msg.limit))
         case "search":
             hits = await asyncio.to_thread(store.search, msg.query, msg.limit, scopes)
-            await say("\n".join(map(_line, hits)) or f"No memories match {msg.query!r}.")
+            found = [MemoryRecord(id=h.id, kind=h.kind, content=h.content, scope=h.scope)
+                     for h in hits]
+            await say("\n".join(map(_line, hits)) or f"No memories match {msg.query!r}.", found)
         case "forget":
             done = await asyncio.to_thread(store.forget, msg.target, scopes)
             await say(f"Forgot memory {msg.target}." if done else

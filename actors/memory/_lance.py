@@ -100,6 +100,13 @@ def set_vector_column(table: Any, dim: int, replace: bool = False) -> None:
     table.add_columns(pa.field(VECTOR, pa.list_(pa.float32(), dim)))
 
 
+def without_vectors(table: Any) -> int:
+    """Active rows that have no vector (all of them when there is no vector column yet)."""
+    if VECTOR not in table.schema.names:
+        return int(table.count_rows("status = 'active'"))
+    return int(table.count_rows(f"status = 'active' AND {VECTOR} IS NULL"))
+
+
 def set_vectors(table: Any, ids: list[str], vectors: list[list[float]], dim: int) -> None:
     import pyarrow as pa
 

@@ -51,7 +51,7 @@ class MemoryActor(Actor):
         path = self.home / "data" / "memory"
         self.store = await asyncio.to_thread(MemoryStore, path, embedder)
         if problem:
-            self.store.warning = problem
+            self.store.disable_vectors(problem)
         await self._publish_stats()
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
@@ -70,7 +70,7 @@ class MemoryActor(Actor):
         if store is None:
             return {"memories": 0}
         return {"memories": store.count(), "search": self._search_mode(),
-                "warning": store.warning}
+                "warning": store.status_note()}
 
     def _search_mode(self) -> str:
         store = self.store
@@ -78,7 +78,7 @@ class MemoryActor(Actor):
 
     async def _publish_stats(self) -> None:
         record = MemoryStatus(counts=self.store.counts_by_kind(), search=self._search_mode(),
-                              warning=self.store.warning)
+                              warning=self.store.status_note())
         await self.bus.kv_put(self.subjects.kv_state, "memory", _status_enc.encode(record))
 
     async def handle(self, msg: MemoryInbox | MemoryAdmin) -> None:

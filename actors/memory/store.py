@@ -36,7 +36,8 @@ TABLE = "memories"
 KINDS = frozenset({"fact", "procedure", "episode", "skill", "note"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
-VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
+VECTOR_INDEX_MIN = 20_000
+RETRY_SECS = 60  # a failing embedding model is tried again after this long  # vectors before an ANN index pays for its build time
 _HIT_COLUMNS = ["id", "kind", "content", "scope"]
 
 
@@ -50,7 +51,9 @@ class MemoryStore:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
-        self.warning = "" if embedder else "no embedding model ([models] embedding = none)"
+        self._problem = "" if embedder else "no embedding model ([models] embedding = none)"
+        self._failure = ""  # the model failed: tried again after RETRY_SECS
+        self._retry_at = 0.0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-fts")
         self._writes = 0
@@ -59,10 +62,12 @@ class MemoryStore:
         self._meta_path = self.path / "embedding.json"
         self._vector_model = self._read_meta()
         if embedder and self._vector_model and self._vector_model != embedder.name:
-            self.warning = (f"stored vectors are from {self._vector_model}, not {embedder.name}: "
-                            "full-text search only until `wintermute memory reembed`")
+            self._problem = (f"stored vectors are from {self._vector_model}, not {embedder.name}: "
+                             "full-text search only until `wintermute memory reembed`")
         self._fts_ok = _lance.ensure_indexes(self._table)
         self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
+        # memories without a vector (from before vectors, or saved while the model was down)
+        self.unembedded = _lance.without_vectors(self._table) if embedder else 0
 
     # -- vectors -------------------------------------------------------------------------
 
@@ -73,20 +78,44 @@ class MemoryStore:
             return ""
 
     @property
+    def warning(self) -> str:
+        """Why search is full-text only right now, and what to do; empty when it is hybrid."""
+        return self._problem or self._failure
+
+    def disable_vectors(self, reason: str) -> None:
+        """Search full text only, for `reason` (e.g. an invalid `[models] embedding`)."""
+        self._problem = reason
+
+    def status_note(self) -> str:
+        """The warning for `status`: full-text only, or memories that lack vectors."""
+        if self.warning:
+            return self.warning
+        if self.unembedded:
+            return (f"{self.unembedded} memories have no vector (saved before vectors, or while "
+                    "the model failed) and are found by full text only: `wintermute memory "
+                    "reembed`")
+        return ""
+
+    @property
     def hybrid(self) -> bool:
-        """Whether searches use vectors (a working model that made the stored vectors)."""
-        return self.embedder is not None and not self.warning
+        """Whether searches use vectors: a model that made the stored vectors and has not
+        failed in the last RETRY_SECS."""
+        if self.embedder is None or self._problem:
+            return False
+        return not self._failure or time.monotonic() >= self._retry_at
 
     def _embed(self, texts: list[str]) -> list[list[float]] | None:
         """Vectors for `texts`, or None (and a warning) when the model cannot make them."""
-        if self.embedder is None or (self._vector_model and not self.hybrid):
+        if self.embedder is None or not self.hybrid:
             return None
         try:
             vectors = self.embedder.embed(texts)
         except EmbeddingUnavailable as exc:
-            self.warning = f"{exc}; full-text search only"
-            log.warning("memory store: %s", self.warning)
+            self._failure = f"{exc}; full-text search only (tried again every {RETRY_SECS} s)"
+            self._retry_at = time.monotonic() + RETRY_SECS
+            log.warning("memory store: %s", self._failure)
             return None
+        self._failure = ""
         if not self._vector_model:  # the first vectors: this model owns the column now
             with self._lock:
                 _lance.set_vector_column(self._table, len(vectors[0]))
@@ -121,6 +150,8 @@ class MemoryStore:
         with self._lock:
             inserted = _lance.insert_new(self._table, [row])
             self._counts[kind] += inserted
+            if vectors is None and self.embedder is not None:
+                self.unembedded += inserted
             self._after_write()
         return mem_id
 
@@ -268,7 +299,7 @@ class MemoryStore:
             _lance.set_vector_column(self._table, dim, replace=True)
             self._meta_path.unlink(missing_ok=True)
             self._vector_model = ""
-        self.warning = ""
+        self._problem = self._failure = ""
         progress(0, len(rows))
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
@@ -278,6 +309,7 @@ class MemoryStore:
             progress(start + len(part), len(rows))
         self._meta_path.write_text(json.dumps({"model": self.embedder.name, "dim": dim}))
         self._vector_model = self.embedder.name
+        self.unembedded = 0
         self.optimize()
         return len(rows)
 

@@ -115,10 +115,16 @@ def list_(scope: str, as_json: bool, limit: int) -> None:
 @memory.command()
 @click.argument("query")
 @scope_option
+@json_option
 @click.option("--limit", default=10, show_default=True)
-def search(query: str, scope: str, limit: int) -> None:
+def search(query: str, scope: str, as_json: bool, limit: int) -> None:
     """Hybrid search (full text and meaning), best first."""
-    _finish(_run("search", query=query, scope=scope, limit=limit))
+    answers = _run("search", query=query, scope=scope, limit=limit)
+    if as_json and all(a.ok for a in answers):
+        records = [msgspec.to_builtins(r) for a in answers for r in a.records]
+        click.echo(json.dumps(records, indent=2))
+        return
+    _finish(answers)
 
 
 @memory.command()

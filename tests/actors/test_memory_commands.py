@@ -4,6 +4,7 @@ against the memory actor on the real nats-server)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable
@@ -131,3 +132,17 @@ async def test_cli_lists_searches_forgets_exports_and_imports(
     assert json.loads(line)["id"] in status  # JSONL lines are the records themselves
     assert reembedded[-1].ok and reembedded[-1].text.startswith("Re-embedded 3 memories")
     assert any(not a.last and "of 3" in a.text for a in progress)
+
+
+async def test_status_warns_when_search_is_full_text_only(settings_for: SettingsFor) -> None:
+    from supervisor.cli.client import gather_status, render_status
+
+    settings = settings_for(WM__MODELS__EMBEDDING="none")
+    async with actors(settings, "memory"), asyncio.timeout(30):
+        status = await gather_status(settings)
+        while "memory" not in status:  # the actor writes it once its store is open
+            await asyncio.sleep(0.1)
+            status = await gather_status(settings)
+    text = render_status(status)
+    assert "memory: 0 memories, full-text search" in text
+    assert "memory WARNING: no embedding model ([models] embedding = none)" in text

@@ -4,7 +4,11 @@ fact still finds it; a missing model degrades to full text and says so; re-embed
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -96,3 +100,81 @@ def test_embedding_role_values() -> None:
     assert isinstance(ollama, RemoteEmbedder) and ollama.url == "http://box:11434"
     with pytest.raises(EmbeddingUnavailable, match="local/minilm"):
         make_embedder("mystery/model")
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    """An OpenAI-compatible /v1/embeddings and an Ollama /api/embed: a word-hash vector per text."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        vectors = [_bag(t) for t in body["input"]]
+        if self.path == "/v1/embeddings":
+            out: dict[str, object] = {"object": "list", "model": body["model"], "data": [
+                {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)
+            ]}
+        else:
+            out = {"model": body["model"], "embeddings": vectors}
+        data = json.dumps(out).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _bag(text: str) -> list[float]:
+    v = [0.0] * 16
+    for word in text.lower().split():
+        v[sum(map(ord, word)) % 16] += 1.0
+    return v
+
+
+@pytest.fixture
+def embeddings_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "ollama"])
+def test_remote_embedding_endpoints(tmp_path: Path, embeddings_server: str, provider: str) -> None:
+    url = embeddings_server + ("/v1" if provider == "openai" else "")
+    embedder = make_embedder(f"{provider}/emb-model", url)
+    assert embedder is not None
+    store = MemoryStore(tmp_path / "mem", embedder)
+    store.save("my car is a red Volvo", scope="global", id="car")
+    assert store.hybrid and embedder.dim == 16
+    assert store.search("red Volvo", 1, ["global"])[0].id == "car"
+    assert f'"{provider}/emb-model"' in (tmp_path / "mem" / "embedding.json").read_text()
+
+
+def test_a_failing_model_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        embeddings_server: str) -> None:
+    import actors.memory.store as store_module
+
+    monkeypatch.setattr(store_module, "RETRY_SECS", 0)
+    embedder = RemoteEmbedder("openai", "emb", _dead_url())
+    store = MemoryStore(tmp_path / "mem", embedder)
+    store.save("my car is a red Volvo", scope="global", id="car")
+    assert "failed" in store.warning and store.unembedded == 1
+    assert "tried again" in store.status_note()
+    embedder.url = embeddings_server + "/v1"  # the model is back
+    store.save("the boat is blue", scope="global", id="boat")
+    assert store.warning == "" and store.hybrid
+    assert "1 memories have no vector" in store.status_note()
+
+
+def test_memories_from_before_vectors_are_flagged(tmp_path: Path, minilm: LocalMiniLM) -> None:
+    MemoryStore(tmp_path / "mem").save("my car is a red Volvo", scope="global", id="car")
+    store = MemoryStore(tmp_path / "mem", minilm)
+    assert store.hybrid and store.unembedded == 1
+    assert "wintermute memory reembed" in store.status_note()
+    assert store.search("automobile", 1, ["global"]) == []  # full text cannot find it
+    store.reembed()
+    assert store.status_note() == "" and store.search("automobile", 1, ["global"])[0].id == "car"
