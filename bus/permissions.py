@@ -79,7 +79,8 @@ GRANTS: dict[str, Grant] = {
         publish=("out.>", "evt.approval.resolved.>"),
         kv_write=("approvals:>",),
     ),
-    "observer": Grant(publish=("evt.session.idle.>",)),
+    # learning: the conversation to the model (role `observer`), its answer to memory
+    "observer": Grant(publish=("evt.session.idle.>", "cmd.llm.complete", "cmd.memory.propose")),
     "heartbeat": Grant(publish=("in.schedule.>",), kv_read=("health", "state", "budget")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>

@@ -29,6 +29,7 @@ from contracts.memory import (
     MemoryAnswer,
     MemoryCommand,
     MemoryHit,
+    MemoryPropose,
     MemoryRecord,
     MemorySave,
     MemorySearch,
@@ -70,6 +71,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     MemoryCommand,
     MemoryAdmin,
     MemoryAnswer,
+    MemoryPropose,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalResolved,
@@ -102,6 +104,7 @@ AnyMsg = (
     | MemoryCommand
     | MemoryAdmin
     | MemoryAnswer
+    | MemoryPropose
     | ApprovalRequest
     | ApprovalDecision
     | ApprovalResolved
@@ -132,6 +135,7 @@ __all__ = [
     "MemoryAnswer",
     "MemoryCommand",
     "MemoryHit",
+    "MemoryPropose",
     "MemoryRecord",
     "MemorySave",
     "MemorySearch",

@@ -27,7 +27,9 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     scope: str = ""
     session: str = ""
     created: float = 0.0
-    status: str = "active"  # active | archived
+    status: str = "active"  # active | archived | proposed (learned, awaiting promotion) | rejected
+    confidence: float = 1.0  # how sure the extractor was (1.0: said or imported explicitly)
+    source: str = ""  # where a learned memory came from, e.g. observer:idle:<session>:<time>
 
 
 class MemoryStatus(msgspec.Struct, frozen=True, kw_only=True):
@@ -86,11 +88,24 @@ class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
     owner_context: bool = False
 
 
+class MemoryPropose(Msg, frozen=True, kw_only=True, tag="memory.propose"):
+    """What the observer's model extracted from a finished conversation, as the model wrote it
+    (`text`: a JSON list of {content, kind, confidence}). The memory actor validates it (a
+    malformed answer is dead-lettered with the reason, nothing written), derives the scope from
+    `principal`/`session` like a save's, and promotes each item by `[memory] policy`."""
+
+    session: str
+    principal: str = ""
+    is_owner: bool = False
+    source: str = ""
+    text: str
+
+
 class MemoryCommand(Msg, frozen=True, kw_only=True, tag="memory.command"):
     """`/memory` from a chat: answered with a Notice to `reply_to`, within what that chat may
     read (its audience, derived from `principal`/`session` like a recall's)."""
 
-    action: str = "list"  # list | search | forget
+    action: str = "list"  # list | search | forget | pending
     arg: str = ""  # the search words, or the id to forget
     principal: str = ""
     is_owner: bool = False
@@ -102,10 +117,10 @@ class MemoryAdmin(Msg, frozen=True, kw_only=True, tag="memory.admin"):
     """`wintermute memory ...`, the owner's command line: any scope. Only the `cli` user may
     publish its subject (bus/permissions.py); answered by MemoryAnswer events."""
 
-    action: str  # list | search | forget | export | import | reembed
+    action: str  # list | search | forget | export | import | reembed | pending | promote | reject
     scope: str = ""  # only this scope; empty: all
     query: str = ""
-    target: str = ""  # the memory id to forget
+    target: str = ""  # the memory id to forget, promote or reject
     limit: int = 50
     records: list[MemoryRecord] = msgspec.field(default_factory=list)  # import
 

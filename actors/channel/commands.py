@@ -13,7 +13,7 @@ from state import budget
 HELP = (
     "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
     "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
-    "/memory forget ID), /tools (tools and status; /tools release NAME lifts a "
+    "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
@@ -105,8 +105,10 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
     # what this conversation may read (a group never sees the owner's private memories).
     verb, _, arg = rest.strip().partition(" ")
     action = verb.lower() or "list"
-    if action not in ("list", "search", "forget") or (action != "list" and not arg.strip()):
-        return "Use /memory, /memory search WORDS or /memory forget ID."
+    needs_arg = ("search", "forget", "promote", "reject")
+    if action not in ("list", "pending", *needs_arg) or (action in needs_arg and not arg.strip()):
+        return ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
+                "/memory promote ID or /memory reject ID.")
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     command = MemoryCommand(
         id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
@@ -114,7 +116,8 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
     )
     await actor.bus.publish(actor.subjects.cmd("memory", "command"), command)
     return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
-            "forget": "Asking memory to forget it…"}[action]
+            "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
+            "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 Say = Callable[..., Awaitable[None]]
 EXPORT_PART = 500  # records per answer message (well under the 1 MB NATS payload limit)
 LIST_IN_CHAT = 20
-CHAT_HELP = "Use /memory, /memory search WORDS or /memory forget ID."
+CHAT_HELP = ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending or "
+             "/memory promote ID.")
 
 
 def _line(r: MemoryRecord | object) -> str:
@@ -50,6 +51,19 @@ async def chat_command(actor: MemoryActor, msg: MemoryCommand) -> None:
             await actor._publish_stats()
         else:
             text = f"No memory {target} here; /memory lists them with their ids."
+    elif msg.action == "pending":
+        records = await asyncio.to_thread(store.recent, scopes, LIST_IN_CHAT, "", "proposed")
+        text = ("Learned, waiting for you (/memory promote ID, /memory reject ID):\n"
+                + "\n".join(f"{_line(r)} {r.confidence:.0%} sure" for r in records)
+                if records else "No learned memories are waiting.")
+    elif msg.action in ("promote", "reject") and msg.arg.strip():
+        target = msg.arg.strip().split()[0]
+        new = "active" if msg.action == "promote" else "rejected"
+        if await asyncio.to_thread(store.set_status, target, "proposed", new, scopes):
+            text = f"{'Promoted' if new == 'active' else 'Rejected'} memory {target}."
+            await actor._publish_stats()
+        else:
+            text = f"No waiting memory {target} here; /memory pending lists them."
     else:
         text = CHAT_HELP
     notice = Notice(id=f"{msg.id}:answer", sink=msg.reply_to, text=text, source="memory")
@@ -99,6 +113,17 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
             await actor._publish_stats()
         case "reembed":
             await _reembed(actor, say)
+        case "pending":
+            await say(records=await asyncio.to_thread(store.recent, scopes, msg.limit, "",
+                                                      "proposed"))
+        case "promote" | "reject":
+            new = "active" if msg.action == "promote" else "rejected"
+            done = await asyncio.to_thread(store.set_status, msg.target, "proposed", new, scopes)
+            word = "Promoted" if new == "active" else "Rejected"
+            await say(f"{word} memory {msg.target}." if done else
+                      f"No waiting memory {msg.target}; `wintermute memory pending` lists them.",
+                      ok=done)
+            await actor._publish_stats()
         case _:
             await say(f"Unknown memory action {msg.action!r}.", ok=False)
 
@@ -106,7 +131,7 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
 def _import(actor: MemoryActor, records: list[MemoryRecord], scope: str) -> str:
     """Save exported records as they were (same ids: importing twice adds nothing), embedded in
     batches; say which were skipped and why."""
-    from actors.memory.store import KINDS
+    from actors.memory.store import KINDS, STATUSES
 
     good, skipped = [], []
     for r in records:
@@ -115,7 +140,7 @@ def _import(actor: MemoryActor, records: list[MemoryRecord], scope: str) -> str:
             skipped.append(f"{r.id}: scope {target!r} is not valid")
         elif not r.id or not r.content.strip():
             skipped.append(f"{r.id}: memory content must not be empty")
-        elif r.kind not in KINDS or r.status not in ("active", "archived"):
+        elif r.kind not in KINDS or r.status not in STATUSES:
             skipped.append(f"{r.id}: kind {r.kind!r} or status {r.status!r} is unknown")
         else:
             good.append(msgspec.structs.replace(r, scope=target, content=r.content.strip()))

@@ -10,7 +10,15 @@ from contracts.memory import MemoryHit, MemoryRecord
 
 log = logging.getLogger(__name__)
 
-RECORD_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status", "scope"]
+RECORD_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status", "scope",
+                  "confidence", "source"]
+# Columns added after the first release, with the SQL that fills them in older rows. Rows from
+# before scopes get their own session's scope: visible only in the conversation they came from.
+ADDED_COLUMNS = {
+    "scope": "concat('session:', coalesce(session, ''))",
+    "confidence": "cast(1.0 as double)",
+    "source": "''",
+}
 VECTOR = "vector"
 
 
@@ -27,6 +35,8 @@ def schema() -> Any:
         pa.field("created", pa.float64()),
         pa.field("status", pa.string()),
         pa.field("scope", pa.string()),
+        pa.field("confidence", pa.float64()),
+        pa.field("source", pa.string()),
     ])
 
 
@@ -36,10 +46,10 @@ def open_table(db: Any, name: str) -> Any:
         table = db.open_table(name)
     except ValueError:
         return db.create_table(name, schema=schema(), exist_ok=True)
-    if "scope" not in table.schema.names:
-        # Rows from before scopes get their own session's scope: visible only where said.
-        log.info("memory store: adding scopes; old memories stay in their own conversation")
-        table.add_columns({"scope": "concat('session:', coalesce(session, ''))"})
+    missing = {k: v for k, v in ADDED_COLUMNS.items() if k not in table.schema.names}
+    if missing:
+        log.info("memory store: adding columns %s", ", ".join(missing))
+        table.add_columns(missing)
     return table
 
 
@@ -184,4 +194,6 @@ def record(r: dict[str, Any]) -> MemoryRecord:
         id=r["id"], kind=r["kind"] or "fact", content=r["content"] or "",
         tags=list(r["tags"] or []), session=r["session"] or "", created=r["created"] or 0.0,
         status=r["status"] or "active", scope=r["scope"] or "",
+        confidence=1.0 if r.get("confidence") is None else float(r["confidence"]),
+        source=r.get("source") or "",
     )

@@ -17,6 +17,7 @@ from bus import Subscription
 from contracts import (
     MemoryAdmin,
     MemoryCommand,
+    MemoryPropose,
     MemorySave,
     MemorySearch,
     MemoryStatus,
@@ -29,7 +30,7 @@ from contracts import (
 
 log = logging.getLogger(__name__)
 
-MemoryInbox = MemorySave | MemorySearch | Recall | MemoryCommand
+MemoryInbox = MemorySave | MemorySearch | Recall | MemoryCommand | MemoryPropose
 _status_enc = msgspec.json.Encoder()
 
 
@@ -58,7 +59,7 @@ class MemoryActor(Actor):
         s = self.subjects
         sub = Subscription(s.stream_cmd, "memory", (
             s.cmd("memory", "save"), s.cmd("memory", "search"), s.cmd("memory", "recall"),
-            s.cmd("memory", "command"),
+            s.cmd("memory", "command"), s.cmd("memory", "propose"),
         ), concurrency=4)
         # The owner's command line, on a subject only the `cli` user may publish.
         admin = Subscription(s.stream_cmd, "memory-admin", (s.cmd("memory", "admin"),),
@@ -93,6 +94,10 @@ class MemoryActor(Actor):
                 await self._recall(msg)
             case MemoryCommand():
                 await _commands.chat_command(self, msg)
+            case MemoryPropose():
+                from actors.memory._learn import propose
+
+                await propose(self, msg)
             case MemoryAdmin():
                 await _commands.admin(self, msg)
 
@@ -100,7 +105,9 @@ class MemoryActor(Actor):
         return audience(principal, session, is_owner, self.config.owner.principals)
 
     async def _save(self, msg: MemorySave) -> None:
-        kind = msg.kind if msg.kind in ("fact", "procedure", "episode", "skill", "note") else "fact"
+        from actors.memory.store import KINDS
+
+        kind = msg.kind if msg.kind in KINDS else "fact"
         scope = self.audience(msg.principal, msg.session, msg.is_owner).write
         try:
             mem_id = await asyncio.to_thread(

@@ -33,7 +33,8 @@ from contracts.memory import MemoryHit, MemoryRecord
 log = logging.getLogger(__name__)
 
 TABLE = "memories"
-KINDS = frozenset({"fact", "procedure", "episode", "skill", "note"})
+KINDS = frozenset({"fact", "preference", "procedure", "episode", "skill", "note"})
+STATUSES = frozenset({"active", "archived", "proposed", "rejected"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 VECTOR_INDEX_MIN = 20_000
@@ -128,7 +129,8 @@ class MemoryStore:
 
     def save(self, content: str, *, kind: str = "fact", tags: Iterable[str] = (),
              session: str = "", scope: str = "", id: str | None = None,
-             created: float | None = None) -> str:
+             created: float | None = None, status: str = "active", confidence: float = 1.0,
+             source: str = "") -> str:
         """Insert a memory unless a row with the same id exists; return its id.
 
         `scope` defaults to the memory's own session (see actors/memory/scopes.py).
@@ -142,14 +144,14 @@ class MemoryStore:
         vectors = self._embed([content])
         row: dict[str, Any] = {
             "id": mem_id, "kind": kind, "content": content, "tags": [str(t) for t in tags],
-            "session": session, "created": created or time.time(), "status": "active",
-            "scope": scope or f"session:{session}",
+            "session": session, "created": created or time.time(), "status": status,
+            "scope": scope or f"session:{session}", "confidence": confidence, "source": source,
         }
         if vectors is not None:
             row["vector"] = vectors[0]
         with self._lock:
             inserted = _lance.insert_new(self._table, [row])
-            self._counts[kind] += inserted
+            self._counts[kind] += inserted if status == "active" else 0
             if vectors is None and self.embedder is not None:
                 self.unembedded += inserted
             self._after_write()
@@ -166,7 +168,8 @@ class MemoryStore:
                     else self._embed([r.content for r in part]))
             rows = [{"id": r.id, "kind": r.kind, "content": r.content, "tags": r.tags,
                      "session": r.session, "created": r.created or time.time(),
-                     "status": r.status, "scope": r.scope} for r in part]
+                     "status": r.status, "scope": r.scope, "confidence": r.confidence,
+                     "source": r.source} for r in part]
             if vecs is not None:
                 if not self._vector_model and self.embedder is not None:
                     self._embed([part[0].content])  # claims the vector column for the model
@@ -184,17 +187,28 @@ class MemoryStore:
 
     def forget(self, id: str, scopes: Iterable[str] | None = None) -> bool:
         """Archive an active memory (only within `scopes` when given); True if one was."""
-        where = f"id = {_lance.sql_str(id)} AND status = 'active'"
+        return self.set_status(id, "active", "archived", scopes)
+
+    def set_status(self, id: str, old: str, new: str,
+                   scopes: Iterable[str] | None = None) -> bool:
+        """Move a memory from status `old` to `new` (e.g. proposed -> active); True if it was."""
+        where = f"id = {_lance.sql_str(id)} AND status = {_lance.sql_str(old)}"
         if scopes is not None:
             where += " AND " + _lance.scope_in(scopes)
         with self._lock:
             kinds = _lance.column(self._table, "kind", where)
             if not kinds:
                 return False
-            self._table.update(where=where, values={"status": "archived"})
-            self._counts[kinds[0]] -= 1
+            self._table.update(where=where, values={"status": new})
+            self._counts[kinds[0]] += (new == "active") - (old == "active")
             self._after_write()
         return True
+
+    def known(self, content: str, scope: str) -> bool:
+        """Whether this exact content is already remembered or proposed in `scope`."""
+        where = (f"content = {_lance.sql_str(content.strip())} AND scope = {_lance.sql_str(scope)}"
+                 " AND status IN ('active', 'proposed')")
+        return bool(_lance.rows(self._table, where, ["id"], limit=1))
 
     def _after_write(self) -> None:
         """Every OPTIMIZE_EVERY writes, fold new rows into the indexes (lock held)."""
@@ -255,9 +269,9 @@ class MemoryStore:
             return []
 
     def recent(self, scopes: Iterable[str] | None = None, limit: int = 50,
-             kind: str = "") -> list[MemoryRecord]:
-        """Active memories (in `scopes` when given), newest first."""
-        where = "status = 'active'"
+               kind: str = "", status: str = "active") -> list[MemoryRecord]:
+        """Memories with `status` (in `scopes` when given), newest first."""
+        where = f"status = {_lance.sql_str(status)}"
         if scopes is not None:
             where += " AND " + _lance.scope_in(scopes)
         if kind:

@@ -184,3 +184,31 @@ def reembed() -> None:
     answers = asyncio.run(ask(_settings(), request, 3600.0, progress))
     click.echo("", err=True)
     _finish([a for a in answers if a.last])
+
+
+@memory.command()
+@scope_option
+@json_option
+@click.option("--limit", default=50, show_default=True)
+def pending(scope: str, as_json: bool, limit: int) -> None:
+    """Learned memories waiting for promotion (policy `suggest`, or below the confidence bar)."""
+    answers = _run("pending", scope=scope, limit=limit)
+    records = [r for a in answers for r in a.records]
+    if as_json:
+        click.echo(json.dumps([msgspec.to_builtins(r) for r in records], indent=2))
+    else:
+        click.echo(render(records) if records else "No learned memories are waiting.")
+
+
+@memory.command()
+@click.argument("memory_id")
+def promote(memory_id: str) -> None:
+    """Make a waiting learned memory active: it is recalled from now on."""
+    _finish(_run("promote", target=memory_id))
+
+
+@memory.command()
+@click.argument("memory_id")
+def reject(memory_id: str) -> None:
+    """Drop a waiting learned memory (kept as rejected in exports, never recalled)."""
+    _finish(_run("reject", target=memory_id))

@@ -1,0 +1,140 @@
+"""The agent learns: the observer sends an idle conversation to the model, the memory actor
+validates what came back and promotes it by policy. Real actors, real nats-server, the local
+Telegram Bot API and the scripted OpenAI-compatible model (its "[memory extraction]" rule)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from actors.memory._learn import parse
+from bus import Bus
+from contracts import MemoryAdmin, MemoryAnswer, MemoryPropose, MemoryRecord
+from contracts.config import Settings
+from supervisor.cli.memory import ask
+from tests.actors.harness import ALL, actors, chat
+from tests.fakes.llm_servers import FakeLLM
+from tests.fakes.telegram_server import FakeTelegram
+
+SettingsFor = Callable[..., Settings]
+OWNER_ID, FRIEND = 111, 222
+
+
+def test_parse_takes_a_json_list_and_refuses_anything_else() -> None:
+    items = parse('Here you go:\n```json\n[{"content": "Likes tea", "kind": "preference", '
+                  '"confidence": 0.7}]\n```')
+    assert [(i.content, i.kind, i.confidence) for i in items] == [("Likes tea", "preference", 0.7)]
+    assert parse("[]") == []
+    for bad, why in (("no list here", "no JSON list"), ('[{"kind": "fact"}]', "content"),
+                     ('[{"content": "x", "kind": "gossip"}]', "gossip"),
+                     ('[{"content": "x", "confidence": 7}]', "between 0 and 1"),
+                     ('[{"content": ""}]', "1 to 500")):
+        with pytest.raises(ValueError, match=why):
+            parse(bad)
+
+
+async def _admin(settings: Settings, action: str, **fields: Any) -> list[MemoryAnswer]:
+    request = MemoryAdmin(id=f"cli:memory:{uuid.uuid4().hex}", action=action, **fields)
+    return await ask(settings, request, 60)
+
+
+async def _dead_letters(bus: Bus) -> list[dict[str, Any]]:
+    stream = bus.subjects.stream_dlq
+    info = await bus.js.stream_info(stream)
+    out: list[dict[str, Any]] = []
+    if info.state.messages:
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            with contextlib.suppress(Exception):
+                out.append(json.loads((await bus.js.get_msg(stream, seq)).data))
+    return out
+
+
+async def until(check: Callable[[], Awaitable[Any]], timeout: float) -> Any:
+    """Poll `check` until it returns something true (a generous deadline, not a fixed sleep)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if value := await check():
+                return value
+            await asyncio.sleep(0.2)
+
+
+async def _malformed(bus: Bus) -> bool:
+    return any("malformed" in d["reason"] for d in await _dead_letters(bus))
+
+
+async def test_proposals_are_promoted_by_policy_and_malformed_ones_dead_lettered(
+    settings_for: SettingsFor, bus: Bus,
+) -> None:
+    settings = settings_for(WM__MEMORY__POLICY='{"fact": "auto", "procedure": "suggest", '
+                                              '"preference": "off"}')
+    text = json.dumps([
+        {"content": "The owner's car is a red Volvo", "kind": "fact", "confidence": 0.95},
+        {"content": "The owner perhaps likes jazz", "kind": "fact", "confidence": 0.4},
+        {"content": "Deploy with just deploy", "kind": "procedure", "confidence": 0.99},
+        {"content": "Prefers tea", "kind": "preference", "confidence": 0.99},
+        {"content": "Their sister is Ana", "kind": "correction", "confidence": 1.0},
+    ])
+    owner = {"session": "terminal:owner", "principal": "terminal:owner", "is_owner": True}
+    async with actors(settings, "memory"):
+        for i, body in enumerate((text, text, "I think the user likes things.")):
+            msg = MemoryPropose(id=f"idle:x:{i}:learn:propose", source="observer:test", text=body,
+                                **owner)
+            await bus.publish(bus.subjects.cmd("memory", "propose"), msg)
+        await until(lambda: _malformed(bus), 30)
+        active = await _admin(settings, "list")
+        waiting = await _admin(settings, "pending")
+        jazz = next(r.id for r in waiting[0].records if "jazz" in r.content)
+        promoted = await _admin(settings, "promote", target=jazz)
+        after = await _admin(settings, "list")
+
+    assert sorted(r.content for r in active[0].records) == [
+        "The owner's car is a red Volvo", "Their sister is Ana"]  # sent twice, saved once
+    assert {r.scope for r in active[0].records} == {"user:owner"}
+    assert all(r.source == "observer:test" for r in active[0].records)
+    assert sorted(r.content for r in waiting[0].records) == [
+        "Deploy with just deploy", "The owner perhaps likes jazz"]
+    assert promoted[0].ok and "jazz" in " ".join(r.content for r in after[0].records)
+    letter = next(d for d in await _dead_letters(bus) if "malformed" in d["reason"])
+    assert "no JSON list" in letter["reason"] and "likes things" in letter["payload"]
+
+
+@pytest.mark.usefixtures("telegram_env")
+async def test_facts_said_once_are_learned_and_recalled_later_for_that_person_only(
+    tg: FakeTelegram, llm: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", llm.url)
+    settings = settings_for(
+        WM__MODELS__DEFAULT="openai/test-model", WM__OBSERVER__IDLE_SECS="1",
+        WM__CHANNELS__TELEGRAM__API_BASE_URL=tg.api_base_url,
+        WM__CHANNELS__TELEGRAM__API_FILE_URL=tg.api_file_url,
+        WM__CHANNELS__TELEGRAM__ALLOWED_USERS=f"[{OWNER_ID}, {FRIEND}]",
+        WM__CHANNELS__TELEGRAM__POLL_TIMEOUT_SECS="2",
+        WM__OWNER__PRINCIPALS=f'["telegram:{OWNER_ID}", "terminal:owner"]',
+        WM__OWNER__SINK=f"telegram:{OWNER_ID}",
+    )
+    async def _learned() -> list[MemoryRecord]:
+        return (await _admin(settings, "list"))[0].records
+
+    async with actors(settings, *ALL, "observer"):
+        tg.inject(tg.message(OWNER_ID, "by the way, my sister lives in Lisbon"))
+        await tg.wait_for(lambda: tg.messages_to(OWNER_ID), timeout=60)
+        learned = await until(_learned, 60)  # idle, extraction, promotion
+        async with chat(settings) as terminal:  # the owner, another conversation
+            mark = len(llm.requests)
+            await terminal.ask("where does my sibling live?", timeout=60)
+            owner_system = llm.requests[mark]["messages"][0]["content"]
+        mark = len(llm.requests)
+        tg.inject(tg.message(FRIEND, "where does my sibling live?"))
+        await tg.wait_for(lambda: tg.messages_to(FRIEND), timeout=60)
+        friend_requests = json.dumps(llm.requests[mark:])
+
+    assert [(r.content, r.scope, r.source.startswith("observer:idle:")) for r in learned] == [
+        ("by the way, my sister lives in Lisbon", "user:owner", True)]
+    assert "my sister lives in Lisbon" in owner_system  # "sibling" found "sister"
+    assert "Lisbon" not in friend_requests
