@@ -72,7 +72,8 @@ GRANTS: dict[str, Grant] = {
     ),
     "memory": Grant(
         # notices answer /memory in its chat; answers go to `wintermute memory`
-        publish=("evt.memory.recalled.>", "evt.tool.result.>", "evt.memory.answer.>", "out.>"),
+        publish=("evt.memory.recalled.>", "evt.tool.result.>", "evt.memory.answer.>", "out.>",
+                 "cmd.approval.request"),
         kv_write=("state:memory",),
     ),
     "approval": Grant(

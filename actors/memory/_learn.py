@@ -2,8 +2,11 @@
 
 Each item enters with a confidence and a source. `[memory] policy` says per kind what happens:
 `auto` makes it active at once when its confidence reaches `auto_min_confidence` (else it waits
-as a suggestion), `suggest` keeps it `proposed` until the owner promotes it (`/memory pending`,
-`wintermute memory promote ID`), `off` drops it. A malformed answer from the model is rejected
+as a suggestion), `suggest` keeps it `proposed` until the owner promotes it, `off` drops it.
+A suggestion about the owner is put to the owner through the approval flow (buttons on
+Telegram and Slack; approved: active, denied: rejected, expired: still pending); one about
+someone else waits in `wintermute memory pending`, so their private words are not pushed
+into the owner's chat. A malformed answer from the model is rejected
 whole (the consumer dead-letters it with the reason): nothing of it is written.
 """
 
@@ -15,8 +18,9 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from actors.memory.scopes import OWNER
 from bus import Reject
-from contracts import MemoryPropose, short_hash
+from contracts import ApprovalRequest, ApprovalResolved, MemoryPropose, Sink, short_hash
 from contracts.config import MEMORY_POLICY
 
 if TYPE_CHECKING:
@@ -76,11 +80,40 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
         if policy == "off" or await asyncio.to_thread(store.known, item.content, scope):
             continue
         auto = policy == "auto" and item.confidence >= config.auto_min_confidence
+        mem_id = short_hash(f"{msg.id}:{i}", 12)
         await asyncio.to_thread(
             store.save, item.content, kind=KIND_OF[item.kind], session=msg.session, scope=scope,
-            id=short_hash(f"{msg.id}:{i}", 12), status="active" if auto else "proposed",
+            id=mem_id, status="active" if auto else "proposed",
             confidence=item.confidence, source=msg.source,
         )
+        if not auto and scope == OWNER:
+            await _ask_owner(actor, mem_id, item, policy)
         log.info("learned %s memory (%s): %s", item.kind, "active" if auto else "proposed",
                  item.content[:80])
     await actor._publish_stats()
+
+
+APPROVAL_SESSION = "memory:proposal:"
+
+
+async def _ask_owner(actor: MemoryActor, mem_id: str, item: Proposal, policy: str) -> None:
+    why = (f"memory.policy.{item.kind} = suggest" if policy == "suggest" else
+           f"{item.confidence:.0%} sure, below memory.auto_min_confidence")
+    request = ApprovalRequest(
+        id=f"memory:{mem_id}:approve", session=f"{APPROVAL_SESSION}{mem_id}",
+        summary=f"Remember this about you? \u201c{item.content}\u201d (memory {mem_id})",
+        reason=f"learned from a conversation ({why})",
+        sink=Sink.parse(actor.config.owner.sink),
+    )
+    await actor.publish(actor.subjects.cmd("approval", "request"), request)
+
+
+async def resolved(actor: MemoryActor, msg: ApprovalResolved) -> None:
+    """The owner's answer to a suggestion (other approvals are not ours: skipped)."""
+    if not msg.session.startswith(APPROVAL_SESSION) or msg.status == "expired":
+        return
+    mem_id = msg.session.removeprefix(APPROVAL_SESSION)
+    new = "active" if msg.status == "approved" else "rejected"
+    if await asyncio.to_thread(actor.store.set_status, mem_id, "proposed", new):
+        log.info("memory %s %s by the owner", mem_id, new)
+        await actor._publish_stats()

@@ -15,6 +15,7 @@ from actors.base import Actor
 from actors.memory.scopes import OWNER, Audience, audience
 from bus import Subscription
 from contracts import (
+    ApprovalResolved,
     MemoryAdmin,
     MemoryCommand,
     MemoryPropose,
@@ -64,7 +65,10 @@ class MemoryActor(Actor):
         # The owner's command line, on a subject only the `cli` user may publish.
         admin = Subscription(s.stream_cmd, "memory-admin", (s.cmd("memory", "admin"),),
                              concurrency=1)
-        return [(sub, MemoryInbox), (admin, MemoryAdmin)]
+        # The owner's answers to learned suggestions (other approvals are skipped).
+        answers = Subscription(s.stream_evt, "memory-approvals",
+                               (f"{s.p}.evt.approval.resolved.>",), concurrency=1)
+        return [(sub, MemoryInbox), (admin, MemoryAdmin), (answers, ApprovalResolved)]
 
     def health_info(self) -> dict[str, Any]:
         store = getattr(self, "store", None)
@@ -82,7 +86,7 @@ class MemoryActor(Actor):
                               warning=self.store.status_note())
         await self.bus.kv_put(self.subjects.kv_state, "memory", _status_enc.encode(record))
 
-    async def handle(self, msg: MemoryInbox | MemoryAdmin) -> None:
+    async def handle(self, msg: MemoryInbox | MemoryAdmin | ApprovalResolved) -> None:
         from actors.memory import _commands
 
         match msg:
@@ -100,6 +104,10 @@ class MemoryActor(Actor):
                 await propose(self, msg)
             case MemoryAdmin():
                 await _commands.admin(self, msg)
+            case ApprovalResolved():
+                from actors.memory._learn import resolved
+
+                await resolved(self, msg)
 
     def audience(self, principal: str, session: str, is_owner: bool) -> Audience:
         return audience(principal, session, is_owner, self.config.owner.principals)

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from actors.approval.actor import short_id
 from actors.memory._learn import parse
 from bus import Bus
-from contracts import MemoryAdmin, MemoryAnswer, MemoryPropose, MemoryRecord
+from contracts import ApprovalDecision, MemoryAdmin, MemoryAnswer, MemoryPropose, MemoryRecord
 from contracts.config import Settings
 from supervisor.cli.memory import ask
 from tests.actors.harness import ALL, actors, chat
@@ -45,7 +46,10 @@ async def _admin(settings: Settings, action: str, **fields: Any) -> list[MemoryA
 
 
 async def _dead_letters(bus: Bus) -> list[dict[str, Any]]:
-    stream = bus.subjects.stream_dlq
+    return await _stored(bus, bus.subjects.stream_dlq)
+
+
+async def _stored(bus: Bus, stream: str) -> list[dict[str, Any]]:
     info = await bus.js.stream_info(stream)
     out: list[dict[str, Any]] = []
     if info.state.messages:
@@ -81,7 +85,7 @@ async def test_proposals_are_promoted_by_policy_and_malformed_ones_dead_lettered
         {"content": "Their sister is Ana", "kind": "correction", "confidence": 1.0},
     ])
     owner = {"session": "terminal:owner", "principal": "terminal:owner", "is_owner": True}
-    async with actors(settings, "memory"):
+    async with actors(settings, "memory", "approval"):
         for i, body in enumerate((text, text, "I think the user likes things.")):
             msg = MemoryPropose(id=f"idle:x:{i}:learn:propose", source="observer:test", text=body,
                                 **owner)
@@ -91,7 +95,19 @@ async def test_proposals_are_promoted_by_policy_and_malformed_ones_dead_lettered
         waiting = await _admin(settings, "pending")
         jazz = next(r.id for r in waiting[0].records if "jazz" in r.content)
         promoted = await _admin(settings, "promote", target=jazz)
+        # the owner approves the suggested procedure, as the Approve button does
+        deploy = next(r.id for r in waiting[0].records if "deploy" in r.content)
+        decision = ApprovalDecision(id="tg:1:decision", approval_id=short_id(
+            f"memory:{deploy}:approve"), approved=True, principal="terminal:owner", is_owner=True)
+        await bus.publish(bus.subjects.cmd("approval", "decide"), decision)
+
+        async def approved() -> bool:
+            return any("deploy" in r.content for r in (await _admin(settings, "list"))[0].records)
+
+        await until(approved, 30)
         after = await _admin(settings, "list")
+        prompts = [p for p in await _stored(bus, bus.subjects.stream_out)
+                   if p["type"] == "approval.prompt"]
 
     assert sorted(r.content for r in active[0].records) == [
         "The owner's car is a red Volvo", "Their sister is Ana"]  # sent twice, saved once
@@ -100,6 +116,10 @@ async def test_proposals_are_promoted_by_policy_and_malformed_ones_dead_lettered
     assert sorted(r.content for r in waiting[0].records) == [
         "Deploy with just deploy", "The owner perhaps likes jazz"]
     assert promoted[0].ok and "jazz" in " ".join(r.content for r in after[0].records)
+    assert len(after[0].records) == 4
+    # both waiting items about the owner were put to the owner (the jazz one: low confidence)
+    assert sorted("deploy" in p["summary"] for p in prompts) == [False, True]
+    assert all(p["sink"]["chat"] == "owner" for p in prompts)
     letter = next(d for d in await _dead_letters(bus) if "malformed" in d["reason"])
     assert "no JSON list" in letter["reason"] and "likes things" in letter["payload"]
 
