@@ -244,6 +244,16 @@ class Bus:
                 await asyncio.sleep(min(0.2 * 2**attempt, 3.0))
         raise PublishError(f"JetStream did not accept {subject}: {last}")
 
+    async def publish_raw(self, subject: str, data: bytes, *,
+                          headers: dict[str, str] | None = None) -> int:
+        """Store bytes as they are (a restore of exported history); the stream sequence."""
+        ack = await self.js.publish(subject, data, headers=headers or None, timeout=10)
+        return int(ack.seq)
+
+    async def stream_last_seq(self, stream: str) -> int:
+        """The last sequence of a stream (0 when it is empty)."""
+        return int((await self.js.stream_info(stream)).state.last_seq or 0)
+
     async def close(self) -> None:
         """Drain and close; safe to call twice, and quick when the server is already gone."""
         if self._closed or self._nc is None:

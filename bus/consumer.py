@@ -85,13 +85,17 @@ def _same_consumer(have: api.ConsumerConfig, want: api.ConsumerConfig) -> bool:
     )
 
 
-async def ensure_consumer(bus: Bus, sub: Subscription) -> None:
+async def ensure_consumer(bus: Bus, sub: Subscription, start_after: int = 0) -> None:
     """Create or update the durable only when it is missing or different.
 
     Looking first means a process that may not create consumers (an actor with its own NATS
-    user: the supervisor provisions every durable) binds to what exists.
+    user: the supervisor provisions every durable) binds to what exists. `start_after`: a new
+    durable starts after that stream sequence (a restore: restored history is not work).
     """
     want = consumer_config(sub)
+    if start_after:
+        want.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
+        want.opt_start_seq = start_after + 1
     try:
         have: api.ConsumerConfig | None = (
             await bus.js.consumer_info(sub.stream, sub.durable)).config

@@ -82,11 +82,12 @@ GRANTS: dict[str, Grant] = {
     ),
     # learning: the conversation to the model (role `observer`), its answer to memory
     "observer": Grant(publish=("evt.session.idle.>", "cmd.llm.complete", "cmd.memory.propose")),
-    "heartbeat": Grant(publish=("in.schedule.>",), kv_read=("health", "state", "budget")),
+    "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
+                       kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>", "cmd.memory.admin"),
+                 "evt.flatline.enable_task.>", "in.schedule.>", "cmd.memory.admin"),
         subscribe=(">",),
         kv_read=("state", "tools"),
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
