@@ -81,7 +81,9 @@ GRANTS: dict[str, Grant] = {
         kv_write=("approvals:>",),
     ),
     # learning: the conversation to the model (role `observer`), its answer to memory
-    "observer": Grant(publish=("evt.session.idle.>", "cmd.llm.complete", "cmd.memory.propose")),
+    # (charged to the daily budget: when it is spent, one notice to the owner)
+    "observer": Grant(publish=("evt.session.idle.>", "cmd.llm.complete", "cmd.memory.propose",
+                               "out.>"), kv_read=("budget",)),
     "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
                        kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(

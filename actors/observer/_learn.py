@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from contracts import ChatMessage, LlmRequest, MemoryPropose
+from contracts import ChatMessage, LlmRequest, MemoryPropose, Notice, Sink
 
 if TYPE_CHECKING:
     from actors.observer.actor import ObserverActor
@@ -50,6 +50,7 @@ class Learner:
         self.actor = actor
         self.sessions: dict[str, Transcript] = {}
         self.asked: dict[str, Transcript] = {}  # extraction turn id -> the transcript sent
+        self.told = ""  # the day the owner was told that learning stopped for the budget
 
     def seen(self, payload: dict[str, Any]) -> None:
         """Keep the text of turns and replies; answer the model's extraction replies."""
@@ -76,6 +77,8 @@ class Learner:
         t = self.sessions.pop(session, None)
         if t is None or not t.people or not self.actor.config.observer.learn:
             return
+        if await self._over_budget():
+            return
         text = "\n".join(t.lines)[-MAX_CHARS:]
         turn_id = f"{idle_id}:learn"
         self.asked[turn_id] = t
@@ -86,6 +89,27 @@ class Learner:
             max_tokens=1000,
         )
         await self.actor.publish(self.actor.subjects.cmd("llm", "complete"), request)
+
+    async def _over_budget(self) -> bool:
+        """Learning is charged to the owner's daily budget: when it is spent, learning stops
+        until midnight UTC, and the owner is told once that day."""
+        from state import budget
+
+        cfg = self.actor.config.budget
+        limit = cfg.max_tokens_per_day
+        if not limit or await budget.used(self.actor.bus, budget.day_key()) < limit:
+            return False
+        day = budget.day_key()
+        if self.told != day:
+            self.told = day
+            sink = Sink.parse(self.actor.config.owner.sink)
+            notice = Notice(
+                id=f"observer:budget:{day}", sink=sink, source="observer",
+                text="Today's token budget is spent, so I stopped learning from conversations "
+                     "until midnight UTC (budget.max_tokens_per_day).",
+            )
+            await self.actor.publish(self.actor.subjects.outbound(sink.channel, sink.chat), notice)
+        return True
 
     async def answered(self, payload: dict[str, Any]) -> None:
         """The model's answer to an extraction: hand it to memory (errors are only logged)."""

@@ -16,7 +16,15 @@ import pytest
 from actors.approval.actor import short_id
 from actors.memory._learn import parse
 from bus import Bus
-from contracts import ApprovalDecision, MemoryAdmin, MemoryAnswer, MemoryPropose, MemoryRecord
+from contracts import (
+    ApprovalDecision,
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryPropose,
+    MemoryRecord,
+    Sink,
+    TurnRequest,
+)
 from contracts.config import Settings
 from supervisor.cli.memory import ask
 from tests.actors.harness import ALL, actors, chat
@@ -158,3 +166,34 @@ async def test_facts_said_once_are_learned_and_recalled_later_for_that_person_on
         ("by the way, my sister lives in Lisbon", "user:owner", True)]
     assert "my sister lives in Lisbon" in owner_system  # "sibling" found "sister"
     assert "Lisbon" not in friend_requests
+
+
+async def test_learning_stops_with_one_notice_when_the_day_budget_is_spent(
+    settings_for: SettingsFor, bus: Bus,
+) -> None:
+    from state import budget
+
+    settings = settings_for(WM__OBSERVER__IDLE_SECS="0.5", WM__BUDGET__MAX_TOKENS_PER_DAY="100")
+    await budget.add(bus, budget.day_key(), 150)
+    sink = Sink(channel="terminal", chat="owner")
+    async with actors(settings, "observer"):
+        for chat in ("a", "b"):  # two conversations go idle
+            turn = TurnRequest(id=f"terminal:{chat}:1", session=f"terminal:{chat}",
+                               principal="terminal:owner", is_owner=True,
+                               text="my cat is called Tom", reply_to=sink)
+            await bus.publish(bus.subjects.inbound("terminal", chat), turn)
+
+        async def idle_twice() -> bool:
+            events = await _stored(bus, bus.subjects.stream_evt)
+            return sum(e["type"] == "session.idle" for e in events) == 2
+
+        await until(idle_twice, 30)
+        await until(lambda: _notices(bus), 30)
+        commands = await _stored(bus, bus.subjects.stream_cmd)
+    notices = await _notices(bus)
+    assert len(notices) == 1 and "stopped learning" in notices[0]["text"]
+    assert not any(c["type"] == "llm.request" for c in commands)  # no model call was made
+
+
+async def _notices(bus: Bus) -> list[dict[str, Any]]:
+    return [p for p in await _stored(bus, bus.subjects.stream_out) if p["type"] == "notice"]
