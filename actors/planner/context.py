@@ -17,8 +17,26 @@ def _read(path: Path) -> str:
         return ""
 
 
+SUMMARY_PROMPT = (
+    "[conversation summary] Summarise the earlier part of a conversation for the assistant "
+    "that continues it: keep every fact, name, number, decision and open task; drop "
+    "pleasantries. Fold the summary so far into the new one. At most 300 words, plain text."
+)
+
+
+def summary_request(summary: str, dropped: list[ChatMessage]) -> list[ChatMessage]:
+    """The model messages that turn the old summary plus the messages that fell out of the
+    history into the new rolling summary."""
+    lines = "\n".join(f"{m.role}: {' '.join(m.content.split())}" for m in dropped
+                      if m.role in ("user", "assistant") and m.content.strip())
+    text = f"Summary so far:\n{summary or '(none)'}\n\nOlder messages:\n{lines}"
+    return [ChatMessage(role="system", content=SUMMARY_PROMPT),
+            ChatMessage(role="user", content=text)]
+
+
 def system_prompt(
-    settings: Settings, memories: list[MemoryHit], budget_note: str, owner: bool = False
+    settings: Settings, memories: list[MemoryHit], budget_note: str, owner: bool = False,
+    summary: str = "",
 ) -> str:
     """The system message for one turn, rebuilt each turn from files and state.
 
@@ -37,6 +55,8 @@ def system_prompt(
     if memories:
         lines = "\n".join(f"- [{m.kind}] {m.content}" for m in memories)
         parts.append(f"# Relevant memories\n{lines}")
+    if summary:
+        parts.append(f"# Earlier in this conversation (summary)\n{summary}")
     if budget_note:
         parts.append(f"# Budget\n{budget_note}")
     parts.append(

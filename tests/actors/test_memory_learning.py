@@ -197,3 +197,28 @@ async def test_learning_stops_with_one_notice_when_the_day_budget_is_spent(
 
 async def _notices(bus: Bus) -> list[dict[str, Any]]:
     return [p for p in await _stored(bus, bus.subjects.stream_out) if p["type"] == "notice"]
+
+
+async def test_a_long_conversation_keeps_its_first_facts_through_the_summary(
+    fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """History holds 6 messages here (40 in production): 30 turns push the first ones out
+    many times over, each time folded into the rolling summary; requests stay bounded."""
+    import actors.planner.state as planner_state
+
+    monkeypatch.setattr(planner_state, "HISTORY_MESSAGES", 6)
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model",
+                            WM__OBSERVER__LEARN="false")
+    async with actors(settings, *ALL), chat(settings) as c:
+        await c.ask("note that the locker code is 4711")
+        for i in range(30):
+            await c.ask(f"small talk number {i}")
+        mark = len(fake.requests)
+        await c.ask("what is the locker code?")
+    request = next(r for r in fake.requests[mark:]
+                   if "[conversation summary]" not in r["messages"][0]["content"])
+    system = request["messages"][0]["content"]
+    assert "# Earlier in this conversation (summary)" in system and "4711" in system
+    assert len(request["messages"]) <= 6 + 2  # system, kept history, the new question
+    sizes = [len(json.dumps(r["messages"])) for r in fake.requests[-20:]]
+    assert max(sizes) < 8000  # bounded, not growing with the conversation

@@ -15,6 +15,8 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
 - ... "status:CODE"                     -> HTTP CODE with a provider-shaped error body
 - a "[memory extraction]" system prompt -> a JSON list of facts from the transcript's user lines
                                            that say "my ..." (see `_extract`)
+- a "[conversation summary]" system prompt -> the previous summary and the older user lines,
+                                           joined with "; " (see `_summarise`)
 - otherwise                             -> text "echo: <last user message>"
 
 Requests may ask for `stream: true`: the answer (text, then any tool call) comes one word per
@@ -95,10 +97,22 @@ def _extract(transcript: str) -> Decision:
     return Decision(text=json.dumps(items))
 
 
+def _summarise(text: str) -> Decision:
+    """A rolling summary: the previous summary's points plus the older user lines, joined."""
+    before, _, older = text.partition("Older messages:")
+    previous = before.removeprefix("Summary so far:").strip()
+    points = [] if previous in ("", "(none)") else [previous]
+    points += [line[len("user: "):] for line in older.splitlines() if line.startswith("user: ")]
+    return Decision(text="; ".join(points))
+
+
 def decide(messages: list[dict[str, Any]]) -> Decision:
     """Pick the scripted answer for a neutral conversation."""
-    if messages and messages[0]["role"] == "system" and "[memory extraction]" in messages[0]["content"]:
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    if "[memory extraction]" in system:
         return _extract(messages[-1]["content"])
+    if "[conversation summary]" in system:
+        return _summarise(messages[-1]["content"])
     if messages and messages[-1]["role"] == "tool":
         results = []
         for m in reversed(messages):
