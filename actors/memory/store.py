@@ -15,7 +15,6 @@ none, or one that fails) the store searches full text only and says so in `warni
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.memory import _lance
+from actors.memory._vectors import Vectors
 from actors.memory.embedding import Embedder, EmbeddingUnavailable
 from contracts.memory import MemoryHit, MemoryRecord
 
@@ -37,8 +37,7 @@ KINDS = frozenset({"fact", "preference", "procedure", "episode", "skill", "note"
 STATUSES = frozenset({"active", "archived", "proposed", "rejected"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
-VECTOR_INDEX_MIN = 20_000
-RETRY_SECS = 60  # a failing embedding model is tried again after this long  # vectors before an ANN index pays for its build time
+VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
 _HIT_COLUMNS = ["id", "kind", "content", "scope"]
 
 
@@ -52,77 +51,48 @@ class MemoryStore:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.embedder = embedder
-        self._problem = "" if embedder else "no embedding model ([models] embedding = none)"
-        self._failure = ""  # the model failed: tried again after RETRY_SECS
-        self._retry_at = 0.0
+        self.vectors = Vectors(self.path / "embedding.json", embedder)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-fts")
         self._writes = 0
         self._db = lancedb.connect(str(self.path))
         self._table = _lance.open_table(self._db, TABLE)
-        self._meta_path = self.path / "embedding.json"
-        self._vector_model = self._read_meta()
-        if embedder and self._vector_model and self._vector_model != embedder.name:
-            self._problem = (f"stored vectors are from {self._vector_model}, not {embedder.name}: "
-                             "full-text search only until `wintermute memory reembed`")
         self._fts_ok = _lance.ensure_indexes(self._table)
         self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
         # memories without a vector (from before vectors, or saved while the model was down)
-        self.unembedded = _lance.without_vectors(self._table) if embedder else 0
+        self.vectors.unembedded = _lance.without_vectors(self._table) if embedder else 0
 
-    # -- vectors -------------------------------------------------------------------------
-
-    def _read_meta(self) -> str:
-        try:
-            return str(json.loads(self._meta_path.read_text()).get("model", ""))
-        except (OSError, ValueError, AttributeError):
-            return ""
+    # -- vectors (state in _vectors.py) -------------------------------------------------
 
     @property
     def warning(self) -> str:
         """Why search is full-text only right now, and what to do; empty when it is hybrid."""
-        return self._problem or self._failure
-
-    def disable_vectors(self, reason: str) -> None:
-        """Search full text only, for `reason` (e.g. an invalid `[models] embedding`)."""
-        self._problem = reason
-
-    def status_note(self) -> str:
-        """The warning for `status`: full-text only, or memories that lack vectors."""
-        if self.warning:
-            return self.warning
-        if self.unembedded:
-            return (f"{self.unembedded} memories have no vector (saved before vectors, or while "
-                    "the model failed) and are found by full text only: `wintermute memory "
-                    "reembed`")
-        return ""
+        return self.vectors.warning
 
     @property
     def hybrid(self) -> bool:
-        """Whether searches use vectors: a model that made the stored vectors and has not
-        failed in the last RETRY_SECS."""
-        if self.embedder is None or self._problem:
-            return False
-        return not self._failure or time.monotonic() >= self._retry_at
+        """Whether searches use vectors now."""
+        return self.vectors.usable
+
+    @property
+    def unembedded(self) -> int:
+        """Active memories without a vector."""
+        return self.vectors.unembedded
+
+    def disable_vectors(self, reason: str) -> None:
+        """Search full text only, for `reason` (e.g. an invalid `[models] embedding`)."""
+        self.vectors.problem = reason
+
+    def status_note(self) -> str:
+        """The warning for `status`: full-text only, or memories that lack vectors."""
+        return self.vectors.note()
 
     def _embed(self, texts: list[str]) -> list[list[float]] | None:
-        """Vectors for `texts`, or None (and a warning) when the model cannot make them."""
-        if self.embedder is None or not self.hybrid:
-            return None
-        try:
-            vectors = self.embedder.embed(texts)
-        except EmbeddingUnavailable as exc:
-            self._failure = f"{exc}; full-text search only (tried again every {RETRY_SECS} s)"
-            self._retry_at = time.monotonic() + RETRY_SECS
-            log.warning("memory store: %s", self._failure)
-            return None
-        self._failure = ""
-        if not self._vector_model:  # the first vectors: this model owns the column now
-            with self._lock:
+        vectors = self.vectors.embed(texts)
+        if vectors is not None and not self.vectors.model:
+            with self._lock:  # the first vectors: this model owns the column now
                 _lance.set_vector_column(self._table, len(vectors[0]))
-                self._meta_path.write_text(json.dumps({"model": self.embedder.name,
-                                                       "dim": len(vectors[0])}))
-                self._vector_model = self.embedder.name
+                self.vectors.record(len(vectors[0]))
         return vectors
 
     # -- writes --------------------------------------------------------------------------
@@ -153,7 +123,7 @@ class MemoryStore:
             inserted = _lance.insert_new(self._table, [row])
             self._counts[kind] += inserted if status == "active" else 0
             if vectors is None and self.embedder is not None:
-                self.unembedded += inserted
+                self.vectors.unembedded += inserted
             self._after_write()
         return mem_id
 
@@ -171,7 +141,7 @@ class MemoryStore:
                      "status": r.status, "scope": r.scope, "confidence": r.confidence,
                      "source": r.source} for r in part]
             if vecs is not None:
-                if not self._vector_model and self.embedder is not None:
+                if not self.vectors.model and self.embedder is not None:
                     self._embed([part[0].content])  # claims the vector column for the model
                 for row, vec in zip(rows, vecs, strict=True):
                     row["vector"] = vec
@@ -311,9 +281,7 @@ class MemoryStore:
         dim = self.embedder.dim
         with self._lock:
             _lance.set_vector_column(self._table, dim, replace=True)
-            self._meta_path.unlink(missing_ok=True)
-            self._vector_model = ""
-        self._problem = self._failure = ""
+            self.vectors.clear()
         progress(0, len(rows))
         for start in range(0, len(rows), batch):
             part = rows[start : start + batch]
@@ -321,9 +289,8 @@ class MemoryStore:
             with self._lock:
                 _lance.set_vectors(self._table, [r["id"] for r in part], vectors, dim)
             progress(start + len(part), len(rows))
-        self._meta_path.write_text(json.dumps({"model": self.embedder.name, "dim": dim}))
-        self._vector_model = self.embedder.name
-        self.unembedded = 0
+        self.vectors.record(dim)
+        self.vectors.unembedded = 0
         self.optimize()
         return len(rows)
 

@@ -156,9 +156,9 @@ def test_remote_embedding_endpoints(tmp_path: Path, embeddings_server: str, prov
 
 def test_a_failing_model_is_tried_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         embeddings_server: str) -> None:
-    import actors.memory.store as store_module
+    import actors.memory._vectors as vectors_module
 
-    monkeypatch.setattr(store_module, "RETRY_SECS", 0)
+    monkeypatch.setattr(vectors_module, "RETRY_SECS", 0)
     embedder = RemoteEmbedder("openai", "emb", _dead_url())
     store = MemoryStore(tmp_path / "mem", embedder)
     store.save("my car is a red Volvo", scope="global", id="car")
