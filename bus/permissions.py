@@ -73,7 +73,7 @@ GRANTS: dict[str, Grant] = {
     "memory": Grant(
         # notices answer /memory in its chat; answers go to `wintermute memory`
         publish=("evt.memory.recalled.>", "evt.tool.result.>", "evt.memory.answer.>", "out.>",
-                 "cmd.approval.request"),
+                 "cmd.approval.request", "evt.memory.changed.>"),
         kv_write=("state:memory",),
     ),
     "approval": Grant(

@@ -27,6 +27,7 @@ from contracts.llm import (
 from contracts.memory import (
     MemoryAdmin,
     MemoryAnswer,
+    MemoryChanged,
     MemoryCommand,
     MemoryHit,
     MemoryPropose,
@@ -72,6 +73,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     MemoryAdmin,
     MemoryAnswer,
     MemoryPropose,
+    MemoryChanged,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalResolved,
@@ -105,6 +107,7 @@ AnyMsg = (
     | MemoryAdmin
     | MemoryAnswer
     | MemoryPropose
+    | MemoryChanged
     | ApprovalRequest
     | ApprovalDecision
     | ApprovalResolved
@@ -133,6 +136,7 @@ __all__ = [
     "LlmResponse",
     "MemoryAdmin",
     "MemoryAnswer",
+    "MemoryChanged",
     "MemoryCommand",
     "MemoryHit",
     "MemoryPropose",

@@ -134,3 +134,15 @@ class MemoryAnswer(Msg, frozen=True, kw_only=True, tag="memory.answer"):
     records: list[MemoryRecord] = msgspec.field(default_factory=list)
     part: int = 0
     last: bool = True
+
+
+class MemoryChanged(Msg, frozen=True, kw_only=True, tag="memory.changed"):
+    """Audit: one change to one memory, published on `evt.memory.changed.<memory id>` after it
+    was made (immutable in WM_EVT, like every event)."""
+
+    memory_id: str
+    change: str  # saved | learned | proposed | promoted | rejected | archived | imported
+    scope: str = ""
+    by: str = ""  # the principal, `observer`, `owner (approval)` or `cli`
+    cause: str = ""  # the id of the message that made the change
+    content: str = ""

@@ -48,6 +48,7 @@ async def chat_command(actor: MemoryActor, msg: MemoryCommand) -> None:
         target = msg.arg.strip().split()[0]
         if await asyncio.to_thread(store.forget, target, scopes):
             text = f"Forgot memory {target}."
+            await actor.audit("archived", target, msg.id, by=msg.principal)
             await actor._publish_stats()
         else:
             text = f"No memory {target} here; /memory lists them with their ids."
@@ -61,6 +62,8 @@ async def chat_command(actor: MemoryActor, msg: MemoryCommand) -> None:
         new = "active" if msg.action == "promote" else "rejected"
         if await asyncio.to_thread(store.set_status, target, "proposed", new, scopes):
             text = f"{'Promoted' if new == 'active' else 'Rejected'} memory {target}."
+            change = "promoted" if new == "active" else "rejected"
+            await actor.audit(change, target, msg.id, by=msg.principal)
             await actor._publish_stats()
         else:
             text = f"No waiting memory {target} here; /memory pending lists them."
@@ -99,6 +102,8 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
             await say("\n".join(map(_line, hits)) or f"No memories match {msg.query!r}.", found)
         case "forget":
             done = await asyncio.to_thread(store.forget, msg.target, scopes)
+            if done:
+                await actor.audit("archived", msg.target, msg.id, by="cli")
             await say(f"Forgot memory {msg.target}." if done else
                       f"No active memory {msg.target}; `wintermute memory list` shows ids.",
                       ok=done)
@@ -109,7 +114,10 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
             for i, chunk in enumerate(chunks or [[]]):
                 await say(records=chunk, last=i == len(chunks or [[]]) - 1)
         case "import":
-            await say(await asyncio.to_thread(_import, actor, msg.records, msg.scope))
+            text, added = await asyncio.to_thread(_import, actor, msg.records, msg.scope)
+            for r in added:
+                await actor.audit("imported", r.id, msg.id, r.scope, "cli", r.content)
+            await say(text)
             await actor._publish_stats()
         case "reembed":
             await _reembed(actor, say)
@@ -119,6 +127,9 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
         case "promote" | "reject":
             new = "active" if msg.action == "promote" else "rejected"
             done = await asyncio.to_thread(store.set_status, msg.target, "proposed", new, scopes)
+            if done:
+                change = "promoted" if new == "active" else "rejected"
+                await actor.audit(change, msg.target, msg.id, by="cli")
             word = "Promoted" if new == "active" else "Rejected"
             await say(f"{word} memory {msg.target}." if done else
                       f"No waiting memory {msg.target}; `wintermute memory pending` lists them.",
@@ -128,7 +139,8 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
             await say(f"Unknown memory action {msg.action!r}.", ok=False)
 
 
-def _import(actor: MemoryActor, records: list[MemoryRecord], scope: str) -> str:
+def _import(actor: MemoryActor, records: list[MemoryRecord],
+            scope: str) -> tuple[str, list[MemoryRecord]]:
     """Save exported records as they were (same ids: importing twice adds nothing), embedded in
     batches; say which were skipped and why."""
     from actors.memory.store import KINDS, STATUSES
@@ -144,13 +156,14 @@ def _import(actor: MemoryActor, records: list[MemoryRecord], scope: str) -> str:
             skipped.append(f"{r.id}: kind {r.kind!r} or status {r.status!r} is unknown")
         else:
             good.append(msgspec.structs.replace(r, scope=target, content=r.content.strip()))
+    new = actor.store.missing([r.id for r in good])
     added = actor.store.add_many(good)
     text = f"Imported {added} of {len(records)} memories."
     if len(good) > added:
         text += f" Already there: {len(good) - added}."
     if skipped:
         text += " Skipped: " + "; ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")
-    return text
+    return text, [r for r in good if r.id in new]
 
 
 async def _reembed(actor: MemoryActor, say: Say) -> None:

@@ -86,6 +86,8 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
             id=mem_id, status="active" if auto else "proposed",
             confidence=item.confidence, source=msg.source,
         )
+        await actor.audit("learned" if auto else "proposed", mem_id, msg.id, scope, "observer",
+                          item.content)
         if not auto and scope == OWNER:
             await _ask_owner(actor, mem_id, item, policy)
         log.info("learned %s memory (%s): %s", item.kind, "active" if auto else "proposed",
@@ -116,4 +118,6 @@ async def resolved(actor: MemoryActor, msg: ApprovalResolved) -> None:
     new = "active" if msg.status == "approved" else "rejected"
     if await asyncio.to_thread(actor.store.set_status, mem_id, "proposed", new):
         log.info("memory %s %s by the owner", mem_id, new)
+        change = "promoted" if new == "active" else "rejected"
+        await actor.audit(change, mem_id, msg.id, by="owner (approval)")
         await actor._publish_stats()

@@ -17,6 +17,7 @@ from bus import Subscription
 from contracts import (
     ApprovalResolved,
     MemoryAdmin,
+    MemoryChanged,
     MemoryCommand,
     MemoryPropose,
     MemorySave,
@@ -81,6 +82,13 @@ class MemoryActor(Actor):
         store = self.store
         return f"hybrid ({store.embedder.name})" if store.hybrid and store.embedder else "full-text"
 
+    async def audit(self, change: str, memory_id: str, cause: str, scope: str = "",
+                    by: str = "", content: str = "") -> None:
+        """Publish the immutable audit event of one change (after the change was made)."""
+        event = MemoryChanged(id=f"audit:{cause}:{change}:{memory_id}", memory_id=memory_id,
+                              change=change, scope=scope, by=by, cause=cause, content=content)
+        await self.publish(self.subjects.evt("memory", "changed", memory_id), event)
+
     async def _publish_stats(self) -> None:
         record = MemoryStatus(counts=self.store.counts_by_kind(), search=self._search_mode(),
                               warning=self.store.status_note())
@@ -123,6 +131,7 @@ class MemoryActor(Actor):
                 scope=scope, id=short_hash(msg.id, 12),
             )
             ok, text = True, f"Saved as memory {mem_id} ({kind})."
+            await self.audit("saved", mem_id, msg.id, scope, msg.principal, msg.content)
         except ValueError as exc:
             ok, text = False, f"Not saved: {exc}"
         await self._publish_stats()

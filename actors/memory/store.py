@@ -155,6 +155,13 @@ class MemoryStore:
                 self._optimize_locked()
         return added
 
+    def missing(self, ids: list[str]) -> set[str]:
+        """The ids among `ids` that are not in the table."""
+        if not ids:
+            return set()
+        where = "id IN (" + ", ".join(_lance.sql_str(i) for i in ids) + ")"
+        return set(ids) - set(_lance.column(self._table, "id", where))
+
     def forget(self, id: str, scopes: Iterable[str] | None = None) -> bool:
         """Archive an active memory (only within `scopes` when given); True if one was."""
         return self.set_status(id, "active", "archived", scopes)

@@ -5,13 +5,16 @@ against the memory actor on the real nats-server)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import pytest
 
+from bus import Bus
 from contracts import MemoryAdmin, MemoryAnswer, MemoryRecord
 from contracts.config import Settings
 from supervisor.cli.memory import ask, render
@@ -49,6 +52,16 @@ async def _say(tg: FakeTelegram, user: int, text: str, chat: int | None = None,
         timeout=60,
     )
     return [str(m["text"]) for m in sent[before:]]
+
+
+async def _events(bus: Bus) -> list[dict[str, Any]]:
+    stream = bus.subjects.stream_evt
+    info = await bus.js.stream_info(stream)
+    out: list[dict[str, Any]] = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        with contextlib.suppress(Exception):
+            out.append(json.loads((await bus.js.get_msg(stream, seq)).data))
+    return out
 
 
 async def _admin(settings: Settings, action: str, **fields: object) -> list[MemoryAnswer]:
@@ -91,7 +104,7 @@ async def test_memory_commands_in_chat_show_what_this_chat_may_read(
 
 
 async def test_cli_lists_searches_forgets_exports_and_imports(
-    settings_for: SettingsFor,
+    settings_for: SettingsFor, bus: Bus,
 ) -> None:
     settings = settings_for()
     async with actors(settings, "memory"):
@@ -131,6 +144,11 @@ async def test_cli_lists_searches_forgets_exports_and_imports(
     line = msgspec.json.encode(exported[0].records[0])
     assert json.loads(line)["id"] in status  # JSONL lines are the records themselves
     assert reembedded[-1].ok and reembedded[-1].text.startswith("Re-embedded 3 memories")
+    # every change is an audit event on the bus
+    audit = [(e["change"], e["memory_id"], e["by"]) for e in await _events(bus)
+             if e["type"] == "memory.changed"]
+    assert sorted(audit) == [("archived", "fiat", "cli"), ("imported", "car", "cli"),
+                             ("imported", "fiat", "cli"), ("imported", "rule", "cli")]
     assert any(not a.last and "of 3" in a.text for a in progress)
 
 

@@ -128,6 +128,10 @@ async def test_proposals_are_promoted_by_policy_and_malformed_ones_dead_lettered
     # both waiting items about the owner were put to the owner (the jazz one: low confidence)
     assert sorted("deploy" in p["summary"] for p in prompts) == [False, True]
     assert all(p["sink"]["chat"] == "owner" for p in prompts)
+    audit = sorted((e["change"], e["by"]) for e in await _stored(bus, bus.subjects.stream_evt)
+                   if e["type"] == "memory.changed")
+    assert audit == [("learned", "observer")] * 2 + [("promoted", "cli"),
+                     ("promoted", "owner (approval)")] + [("proposed", "observer")] * 2
     letter = next(d for d in await _dead_letters(bus) if "malformed" in d["reason"])
     assert "no JSON list" in letter["reason"] and "likes things" in letter["payload"]
 
