@@ -112,6 +112,15 @@ async def ensure_consumer(bus: Bus, sub: Subscription, start_after: int = 0) -> 
         raise provision_failed(f"{what} the consumer {sub.durable} on {sub.stream}", exc) from exc
 
 
+def semconv(subject: str, durable: str, msg_id: str, actor: str,
+            delivery: int) -> dict[str, str | int]:
+    """Messaging semantic-convention attributes of a handled message's span."""
+    return {"messaging.system": "nats", "messaging.operation.type": "process",
+            "messaging.destination.name": subject, "messaging.consumer.group.name": durable,
+            "messaging.message.id": msg_id, "wintermute.actor": actor,
+            "wintermute.delivery": delivery}
+
+
 @dataclass
 class ConsumerStats:
     handled: int = 0
@@ -229,6 +238,8 @@ class Consumer:
             with tracing.handling(
                 f"{self.actor} {raw.subject}", headers, subject=raw.subject,
                 seq=meta.sequence.stream, msg_id=headers.get("Nats-Msg-Id", ""),
+                **semconv(raw.subject, self.sub.durable, headers.get("Nats-Msg-Id", ""),
+                          self.actor, deliveries),
             ):
                 await self._decode_and_handle(raw, deliveries)
         finally:
@@ -246,6 +257,8 @@ class Consumer:
                 f"{self.sub.max_deliver} times"
             )
             return
+        tracing.annotate(**{f"wintermute.{k}": v for k in ("session", "turn_id")
+                            if isinstance(v := getattr(msg, k, None), str) and v})
         key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
         # in_progress from the moment of fetch: waiting behind the session lock counts too
         beat = asyncio.create_task(self._keep_alive(raw))
@@ -318,6 +331,7 @@ class Consumer:
                 await raw.in_progress()
 
     async def _dead_letter(self, raw: NatsMsg, reason: str) -> None:
+        tracing.failed(f"dead-lettered: {reason}")
         meta = raw.metadata
         letter = DeadLetter(
             id=f"dlq:{meta.stream}:{meta.sequence.stream}:{self.sub.durable}",

@@ -204,7 +204,7 @@ def tasks_enable(name: str) -> None:
 @click.option("--keep", default=0, show_default=True, help="Keep only the newest N archives.")
 def backup(dest: Path | None, no_secrets: bool, keep: int) -> None:
     """Back up the agent: config and prompt files, tools with history, memories, streams, KV."""
-    from supervisor.cli.backup import backup_now
+    from supervisor.process.backup import backup_now
 
     path, counts = asyncio.run(backup_now(_settings(), dest, not no_secrets, keep))
     held = ", ".join(f"{k} {v}" for k, v in counts.items())
@@ -215,7 +215,7 @@ def backup(dest: Path | None, no_secrets: bool, keep: int) -> None:
 @click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def restore(archive: Path) -> None:
     """Restore an archive of `wintermute backup` into this (stopped, fresh) home."""
-    from supervisor.cli.backup import restore as restore_archive
+    from supervisor.process.backup import restore as restore_archive
     from supervisor.process.home import init_home
 
     home = _home()

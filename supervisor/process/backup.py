@@ -16,7 +16,9 @@ positioned after the restored history, so nothing restored is handled (or answer
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import datetime as dt
 import io
 import json
 import os
@@ -25,6 +27,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from bus import Bus, ensure_consumer
@@ -234,3 +237,32 @@ async def backup_now(settings: Settings, dest: Path | None, secrets: bool,
         return await backup(settings, bus, dest, secrets=secrets, keep=keep)
     finally:
         await bus.close()
+
+
+async def scheduled_backups(settings: Settings, bus: Bus,
+                            notify: Callable[[str, str], Awaitable[None]]) -> None:
+    """The supervisor's backup loop: `backup.cron` (local time), keeping `backup.keep`
+    archives; a failure is told to the owner, and the next run is tried as scheduled."""
+    import logging
+
+    from croniter import croniter
+
+    log = logging.getLogger(__name__)
+    cfg = settings.config.backup
+    if not cfg.enabled:
+        return
+    while True:
+        now = time.time()
+        due = float(croniter(cfg.cron, dt_local(now)).get_next(float))
+        await asyncio.sleep(max(1.0, due - now))
+        try:
+            path, counts = await backup(settings, bus, secrets=cfg.secrets, keep=cfg.keep)
+            log.info("scheduled backup written to %s (%s)", path, counts)
+        except Exception as exc:  # noqa: BLE001 - told to the owner; the next run tries again
+            log.exception("scheduled backup failed")
+            await notify(f"The scheduled backup failed: {exc}. The next one runs at its usual "
+                         "time; `wintermute backup` runs one now.", "backup:failed")
+
+
+def dt_local(ts: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(ts).astimezone()
