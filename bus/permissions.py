@@ -47,10 +47,10 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         publish=(*(f"in.{c}.>" for c in CHANNELS), "out.>", "evt.channel.delivered.>",
                  "cmd.approval.request", "cmd.approval.decide", "cmd.planner.reset",
-                 "cmd.executor.revert", "evt.flatline.release.>", "cmd.memory.command"),
-        kv_read=("state", "budget", "tools"),
+                 "cmd.executor.revert", "cmd.supervisor.release", "cmd.memory.command"),
+        kv_read=("state", "budget"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
-                  "state:telegram.>", "state:flatline.tool.>", "tools:>"),
+                  "state:telegram.>"),
     ),
     "planner": Grant(
         publish=("cmd.memory.recall", "cmd.llm.complete", "cmd.executor.run", "out.>",

@@ -34,13 +34,13 @@ from contracts.memory import (
     MemoryRecord,
     MemorySave,
     MemorySearch,
-    MemoryStatus,
     Recall,
     Recalled,
 )
 from contracts.ops import (
     DeadLetter,
     Health,
+    HoldRelease,
     Intervention,
     SessionIdle,
     SessionReset,
@@ -82,6 +82,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     SessionReset,
     Intervention,
     TaskOutcome,
+    HoldRelease,
 )
 
 AnyMsg = (
@@ -116,6 +117,7 @@ AnyMsg = (
     | SessionReset
     | Intervention
     | TaskOutcome
+    | HoldRelease
 )
 
 __all__ = [
@@ -130,6 +132,7 @@ __all__ = [
     "DeadLetter",
     "Delivered",
     "Health",
+    "HoldRelease",
     "Intervention",
     "LlmPreview",
     "LlmRequest",
@@ -143,7 +146,6 @@ __all__ = [
     "MemoryRecord",
     "MemorySave",
     "MemorySearch",
-    "MemoryStatus",
     "Msg",
     "Notice",
     "Outbound",

@@ -32,14 +32,6 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     source: str = ""  # where a learned memory came from, e.g. observer:idle:<session>:<time>
 
 
-class MemoryStatus(msgspec.Struct, frozen=True, kw_only=True):
-    """The memory actor's summary in KV `wm_state` key `memory`, shown by `status`."""
-
-    counts: dict[str, int] = msgspec.field(default_factory=dict)
-    search: str = "full-text"  # "hybrid (MODEL)" when vectors are used
-    warning: str = ""  # why search is full-text only, and what to do
-
-
 class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
     """Store a memory. `for_call` (when set) is the tool call waiting for the confirmation."""
 

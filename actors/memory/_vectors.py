@@ -3,16 +3,24 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
+
+import msgspec
 
 from actors.memory.embedding import Embedder, EmbeddingUnavailable
 
 log = logging.getLogger(__name__)
 
 RETRY_SECS = 60  # a failing embedding model is tried again after this long
+
+
+class Meta(msgspec.Struct, frozen=True):
+    """embedding.json beside the table: the model that made the stored vectors."""
+
+    model: str = ""
+    dim: int = 0
 
 
 class Vectors:
@@ -31,14 +39,14 @@ class Vectors:
 
     def _recorded(self) -> str:
         try:
-            return str(json.loads(self.meta.read_text()).get("model", ""))
-        except (OSError, ValueError, AttributeError):
+            return msgspec.json.decode(self.meta.read_bytes(), type=Meta).model
+        except (OSError, msgspec.DecodeError, msgspec.ValidationError):
             return ""
 
     def record(self, dim: int) -> None:
         """The stored vectors are now the current model's."""
         assert self.embedder is not None
-        self.meta.write_text(json.dumps({"model": self.embedder.name, "dim": dim}))
+        self.meta.write_bytes(msgspec.json.encode(Meta(model=self.embedder.name, dim=dim)))
         self.model = self.embedder.name
         self.problem = self.failure = ""
 

@@ -9,8 +9,6 @@ import logging
 import os
 from typing import Any
 
-import msgspec
-
 from actors.base import Actor
 from actors.memory.scopes import OWNER, Audience, audience
 from bus import Subscription
@@ -22,18 +20,17 @@ from contracts import (
     MemoryPropose,
     MemorySave,
     MemorySearch,
-    MemoryStatus,
     Recall,
     Recalled,
     ToolRequest,
     ToolResult,
     short_hash,
 )
+from contracts.records import MemoryFacts
 
 log = logging.getLogger(__name__)
 
 MemoryInbox = MemorySave | MemorySearch | Recall | MemoryCommand | MemoryPropose
-_status_enc = msgspec.json.Encoder()
 
 
 class MemoryActor(Actor):
@@ -90,9 +87,9 @@ class MemoryActor(Actor):
         await self.publish(self.subjects.evt("memory", "changed", memory_id), event)
 
     async def _publish_stats(self) -> None:
-        record = MemoryStatus(counts=self.store.counts_by_kind(), search=self._search_mode(),
+        record = MemoryFacts(counts=self.store.counts_by_kind(), search=self._search_mode(),
                               warning=self.store.status_note())
-        await self.bus.kv_put(self.subjects.kv_state, "memory", _status_enc.encode(record))
+        await self.bus.kv_put(self.subjects.kv_state, "memory", record)
 
     async def handle(self, msg: MemoryInbox | MemoryAdmin | ApprovalResolved) -> None:
         from actors.memory import _commands

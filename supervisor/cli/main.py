@@ -249,12 +249,13 @@ def probe(name: str) -> None:
 
 @main.command()
 def schema() -> None:
-    """JSON Schema of every contract."""
+    """JSON Schema of every contract and every shared KV record."""
     import msgspec
 
     from contracts import ALL_MESSAGES
+    from contracts.records import ALL_RECORDS
 
-    _, components = msgspec.json.schema_components(ALL_MESSAGES)
+    _, components = msgspec.json.schema_components((*ALL_MESSAGES, *ALL_RECORDS))
     click.echo(json.dumps({"$defs": components}, indent=2, sort_keys=True))
 
 

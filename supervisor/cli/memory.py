@@ -18,7 +18,7 @@ from typing import Any
 import click
 import msgspec
 
-from bus import codec
+from bus import Delivery, codec
 from contracts import MemoryAdmin, MemoryAnswer, MemoryRecord, short_hash
 from contracts.config import Settings
 from supervisor.cli.client import connect
@@ -37,9 +37,9 @@ async def ask(settings: Settings, request: MemoryAdmin, timeout: float,
         parts: list[MemoryAnswer] = []
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        async def on_msg(raw: Any) -> None:
+        async def on_msg(delivery: Delivery) -> None:
             try:
-                answer = _answer.decode(raw.data)
+                answer = _answer.decode(delivery.data)
             except (msgspec.DecodeError, msgspec.ValidationError):
                 return
             if answer.request != request.id or any(p.part == answer.part for p in parts):
@@ -50,7 +50,7 @@ async def ask(settings: Settings, request: MemoryAdmin, timeout: float,
                 done.set_result(None)
 
         subject = bus.subjects.evt("memory", "answer", short_hash(request.id, 16))
-        await bus.nc.subscribe(subject, cb=on_msg)
+        await bus.subscribe(subject, on_msg)
         await bus.publish(bus.subjects.cmd("memory", "admin"), request)
         try:
             await asyncio.wait_for(done, timeout)

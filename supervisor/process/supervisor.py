@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import signal
 import time
@@ -20,6 +19,7 @@ from actors import ACTORS, STOP_ORDER
 from bus import Bus, Consumer, Subscription
 from contracts import DeadLetter
 from contracts.config import Settings
+from contracts.records import ActorRunState, SupervisorStatus
 from supervisor.flatline.diagnosis import log_tail
 from supervisor.flatline.policy import Flatline
 from supervisor.process.announce import Announcer
@@ -41,7 +41,7 @@ class ActorState:
     proc: asyncio.subprocess.Process | None = None
     started: float = 0.0
     restarts: int = 0
-    state: str = "starting"  # starting | running | restarting | failed | stopped
+    state: ActorRunState = "starting"
     last_exit: str = ""
     last_crash: float = 0.0
     kill_reason: str = ""
@@ -305,14 +305,13 @@ class Supervisor:
 
     # -- reporting ---------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SupervisorStatus:
         return build_status(self)
 
     async def _publish_status(self) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.bus.kv_put(
-                self.bus.subjects.kv_state, "supervisor", json.dumps(self.status()).encode()
-            ), 3)
+                self.bus.subjects.kv_state, "supervisor", self.status()), 3)
 
     async def _on_dead_letter(self, letter: DeadLetter) -> None:
         self.dead_letters += 1
