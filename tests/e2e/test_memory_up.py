@@ -5,17 +5,20 @@ search` with other words, exported, forgotten, imported back; `status` names the
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_up import ROOT, fake_openai, wait_for, wm  # noqa: F401 - fixture
+from tests.e2e.test_up import (  # noqa: F401 - fake_openai is a fixture
+    all_healthy,
+    fake_openai,
+    start_up,
+    stop_up,
+    wait_for,
+    wm,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -25,35 +28,14 @@ def running(tmp_path_factory: pytest.TempPathFactory,
             request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     model_url = request.getfixturevalue("fake_openai")  # the scripted model of test_up.py
     home = tmp_path_factory.mktemp("memory-home")
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("WM__", "OPENAI_", "ANTHROPIC_", "OLLAMA_"))}
-    env.update({
-        "WINTERMUTE_HOME": str(home), "OPENAI_BASE_URL": model_url,
-        "WM__MODELS__DEFAULT": "openai/test-model", "PYTHONUNBUFFERED": "1",
-        "WM__OBSERVER__IDLE_SECS": "2",  # learn from a conversation 2 s after it goes quiet
-    })
-    log = (home / "up.log").open("w")  # kept with the home for a failed run
-    proc = subprocess.Popen([sys.executable, "-m", "supervisor.cli.main", "up"], env=env,
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    # learn from a conversation 2 s after it goes quiet (`up` keeps an existing config.toml)
+    (home / "config.toml").write_text("[observer]\nidle_secs = 2\n")
+    inst = start_up(home, model_url)
     try:
-        yield from _healthy(env)
+        wait_for(lambda: all_healthy(inst["env"]), 150)  # a loaded machine: slow, not hung
+        yield inst["env"]
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def _healthy(env: dict[str, str]) -> Iterator[dict[str, str]]:
-    wait_for(lambda: (Path(env["WINTERMUTE_HOME"]) / "data" / "runtime.json").exists(), 30)
-
-    def healthy() -> bool:
-        out = wm(env, "status", "--json")
-        actors = json.loads(out.stdout)["actors"] if out.returncode == 0 else []
-        return len(actors) == 8 and all(a["healthy"] for a in actors)
-
-    wait_for(healthy, 150)  # a shared, loaded machine: slow is not hung
-    yield env
+        stop_up(inst)
 
 
 def test_memory_cli_through_the_running_instance(running: dict[str, str], tmp_path: Path) -> None:
