@@ -64,7 +64,7 @@ async def _decide(actor: Any, ctx: CommandContext, rest: str, approved: bool) ->
         id=f"{ctx.input_id}:decision", approval_id=rest.split()[0], approved=approved,
         principal=ctx.principal, is_owner=ctx.is_owner,
     )
-    await actor.bus.publish(actor.subjects.cmd("approval", "decide"), decision)
+    await actor.bus.send(decision)
     return f"Sent: {'approve' if approved else 'deny'} {decision.approval_id}."
 
 
@@ -78,7 +78,7 @@ async def _deny(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
     reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session)
-    await actor.bus.publish(actor.subjects.cmd("planner", "reset"), reset)
+    await actor.bus.send(reset)
     return "This conversation's history was cleared; memories stay."
 
 
@@ -123,7 +123,7 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
         id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
         is_owner=ctx.is_owner, session=ctx.session, reply_to=sink,
     )
-    await actor.bus.publish(actor.subjects.cmd("memory", "command"), command)
+    await actor.bus.send(command)
     return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
             "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
             "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
@@ -149,7 +149,7 @@ async def _release(actor: Any, ctx: CommandContext, name: str) -> str:
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     release = HoldRelease(id=f"{ctx.input_id}:release", kind="tool", name=name,
                           principal=ctx.principal, is_owner=ctx.is_owner, reply_to=sink)
-    await actor.bus.publish(actor.subjects.cmd("supervisor", "release"), release)
+    await actor.bus.send(release)
     return f"Asked the supervisor to release the tool {name}; the outcome goes to {sink}."
 
 
@@ -158,7 +158,7 @@ async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     revert = ScriptsRevert(id=f"{ctx.input_id}:revert", principal=ctx.principal,
                            is_owner=ctx.is_owner, reply_to=sink)
-    await actor.bus.publish(actor.subjects.cmd("executor", "revert"), revert)
+    await actor.bus.send(revert)
     return f"Asked the executor to undo the last change in scripts/; the outcome goes to {sink}."
 
 

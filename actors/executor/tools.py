@@ -76,7 +76,7 @@ class MemorySaveTool(Tool):
             kind=arg_str(req, "kind", "fact"), for_call=req,
             principal=req.principal, is_owner=req.is_owner,
         )
-        await ctx.bus.publish(ctx.subjects.cmd("memory", "save"), save)
+        await ctx.bus.send(save)
 
 
 class MemorySearchTool(Tool):
@@ -100,7 +100,7 @@ class MemorySearchTool(Tool):
             limit=arg_int(req, "limit", 5), for_call=req,
             principal=req.principal, is_owner=req.is_owner,
         )
-        await ctx.bus.publish(ctx.subjects.cmd("memory", "search"), search)
+        await ctx.bus.send(search)
 
 
 def core_tools(gate: PolicyGate) -> list[Tool]:

@@ -11,7 +11,7 @@ import msgspec
 
 from actors.memory.embedding import EmbeddingUnavailable
 from actors.memory.scopes import valid_scope
-from contracts import MemoryAdmin, MemoryAnswer, MemoryCommand, MemoryRecord, Notice, short_hash
+from contracts import MemoryAdmin, MemoryAnswer, MemoryCommand, MemoryRecord, Notice
 
 if TYPE_CHECKING:
     from actors.memory.actor import MemoryActor
@@ -70,12 +70,11 @@ async def chat_command(actor: MemoryActor, msg: MemoryCommand) -> None:
     else:
         text = CHAT_HELP
     notice = Notice(id=f"{msg.id}:answer", sink=msg.reply_to, text=text, source="memory")
-    await actor.publish(actor.subjects.outbound(msg.reply_to.channel, msg.reply_to.chat), notice)
+    await actor.send(notice)
 
 
 async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
     """The owner's command line: every scope (or `msg.scope`), answered as MemoryAnswer parts."""
-    subject = actor.subjects.evt("memory", "answer", short_hash(msg.id, 16))
     part = 0
 
     async def say(text: str = "", records: list[MemoryRecord] | None = None, ok: bool = True,
@@ -84,7 +83,7 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
         answer = MemoryAnswer(id=f"{msg.id}:answer:{part}", request=msg.id, ok=ok, text=text,
                               records=records or [], part=part, last=last)
         part += 1
-        await actor.publish(subject, answer)
+        await actor.send(answer)
 
     if msg.scope and not valid_scope(msg.scope):
         await say(f"{msg.scope!r} is not a scope: use global, user:ID, group:ID or session:ID.",

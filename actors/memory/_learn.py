@@ -107,7 +107,7 @@ async def _ask_owner(actor: MemoryActor, mem_id: str, item: Proposal, policy: st
         reason=f"learned from a conversation ({why})",
         sink=Sink.parse(actor.config.owner.sink),
     )
-    await actor.publish(actor.subjects.cmd("approval", "request"), request)
+    await actor.send(request)
 
 
 async def resolved(actor: MemoryActor, msg: ApprovalResolved) -> None:

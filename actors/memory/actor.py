@@ -11,7 +11,6 @@ from typing import Any
 
 from actors.base import Actor
 from actors.memory.scopes import OWNER, Audience, audience
-from bus import Subscription
 from contracts import (
     ApprovalResolved,
     MemoryAdmin,
@@ -35,6 +34,7 @@ MemoryInbox = MemorySave | MemorySearch | Recall | MemoryCommand | MemoryPropose
 
 class MemoryActor(Actor):
     name = "memory"
+    inbox = MemoryInbox | MemoryAdmin | ApprovalResolved  # from its three durables
 
     async def on_start(self) -> None:
         from actors.memory.embedding import EmbeddingUnavailable, make_embedder
@@ -54,20 +54,6 @@ class MemoryActor(Actor):
             self.store.disable_vectors(problem)
         await self._publish_stats()
 
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(s.stream_cmd, "memory", (
-            s.cmd("memory", "save"), s.cmd("memory", "search"), s.cmd("memory", "recall"),
-            s.cmd("memory", "command"), s.cmd("memory", "propose"),
-        ), concurrency=4)
-        # The owner's command line, on a subject only the `cli` user may publish.
-        admin = Subscription(s.stream_cmd, "memory-admin", (s.cmd("memory", "admin"),),
-                             concurrency=1)
-        # The owner's answers to learned suggestions (other approvals are skipped).
-        answers = Subscription(s.stream_evt, "memory-approvals",
-                               (f"{s.p}.evt.approval.resolved.>",), concurrency=1)
-        return [(sub, MemoryInbox), (admin, MemoryAdmin), (answers, ApprovalResolved)]
-
     def health_info(self) -> dict[str, Any]:
         store = getattr(self, "store", None)
         if store is None:
@@ -84,7 +70,7 @@ class MemoryActor(Actor):
         """Publish the immutable audit event of one change (after the change was made)."""
         event = MemoryChanged(id=f"audit:{cause}:{change}:{memory_id}", memory_id=memory_id,
                               change=change, scope=scope, by=by, cause=cause, content=content)
-        await self.publish(self.subjects.evt("memory", "changed", memory_id), event)
+        await self.send(event)
 
     async def _publish_stats(self) -> None:
         record = MemoryFacts(counts=self.store.counts_by_kind(), search=self._search_mode(),
@@ -158,11 +144,11 @@ class MemoryActor(Actor):
             id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id, hits=hits,
             error=error, owner_context=OWNER in scopes,
         )
-        await self.publish(self.subjects.evt("memory", "recalled", msg.session), out)
+        await self.send(out)
 
     async def _answer(self, call: ToolRequest, ok: bool, text: str) -> None:
         result = ToolResult(
             id=f"{call.id}:result", session=call.session, turn_id=call.turn_id, step=call.step,
             call_id=call.call_id, name=call.name, ok=ok, output=text, reply_to=call.reply_to,
         )
-        await self.publish(self.subjects.evt("tool", "result", call.session), result)
+        await self.send(result)

@@ -88,7 +88,7 @@ class Learner:
                       ChatMessage(role="user", content=text)],
             max_tokens=1000,
         )
-        await self.actor.publish(self.actor.subjects.cmd("llm", "complete"), request)
+        await self.actor.send(request)
 
     async def _over_budget(self) -> bool:
         """Learning is charged to the owner's daily budget: when it is spent, learning stops
@@ -108,7 +108,7 @@ class Learner:
                 text="Today's token budget is spent, so I stopped learning from conversations "
                      "until midnight UTC (budget.max_tokens_per_day).",
             )
-            await self.actor.publish(self.actor.subjects.outbound(sink.channel, sink.chat), notice)
+            await self.actor.send(notice)
         return True
 
     async def answered(self, payload: dict[str, Any]) -> None:
@@ -125,4 +125,4 @@ class Learner:
             principal=t.principal, is_owner=t.is_owner, source=f"observer:{turn_id}",
             text=str(payload.get("content") or ""),
         )
-        await self.actor.publish(self.actor.subjects.cmd("memory", "propose"), proposal)
+        await self.actor.send(proposal)

@@ -51,7 +51,7 @@ async def ask(settings: Settings, request: MemoryAdmin, timeout: float,
 
         subject = bus.subjects.evt("memory", "answer", short_hash(request.id, 16))
         await bus.subscribe(subject, on_msg)
-        await bus.publish(bus.subjects.cmd("memory", "admin"), request)
+        await bus.send(request)
         try:
             await asyncio.wait_for(done, timeout)
         except TimeoutError:
