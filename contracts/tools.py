@@ -21,6 +21,7 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     is_owner: bool = False
     reply_to: Sink | None = None
+    principal: str = ""  # the turn's principal (memory scopes); empty from older planners
 
 
 class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
