@@ -47,3 +47,4 @@ class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):
     error: str = ""
     timed_out: bool = False
     version: int = 0  # an agent-created tool's version (its files' revision); 0 for core tools
+    refused: bool = False  # a policy refusal (SSRF, blocked domain, rate limit): not a failure
