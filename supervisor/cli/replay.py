@@ -131,8 +131,7 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     scratch = scratch_prefix(settings.config.nats.prefix)
     env = {"WM__NATS__URL": bus.url, "WM__NATS__PREFIX": scratch}
     scratch_settings = load_settings(settings.home, {**_plain_env(), **env})
-    user, password = nats_login(settings)
-    login = {"credentials": settings.config.nats.credentials, "user": user, "password": password}
+    login = nats_login(settings)
     sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(**login)
     report: list[str] = []
     planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(**login)

@@ -27,10 +27,10 @@ KEEP_SECRETS = {
 
 
 def actor_env(
-    name: str, nats_url: str, home: str, login: tuple[str, str] | None = None
+    name: str, nats_url: str, home: str, login: dict[str, str] | None = None
 ) -> dict[str, str]:
     """The environment of one actor: secrets only where that actor needs them, and its own
-    NATS user when `login` is given (the embedded server)."""
+    NATS user when `login` (its `Bus.connect` arguments: seed file, API prefix) is given."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -40,8 +40,10 @@ def actor_env(
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):
             env.pop(var, None)
     env["WM__NATS__URL"] = nats_url
-    if login is not None:
-        env["WM__NATS__USER"], env["WM__NATS__PASSWORD"] = login
+    if login is not None:  # the seed file's path, never the seed itself
+        env["WM__NATS__USER"] = name
+        env["WM__NATS__SEED"] = login["seed"]
+        env["WM__NATS__API_PREFIX"] = login.get("api_prefix", "")
     env["WINTERMUTE_HOME"] = home
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -60,7 +60,7 @@ class Supervisor:
     def __init__(
         self, settings: Settings, bus: Bus, nats_url: str, *, spawn: bool = True,
         nats: EmbeddedNats | None = None, only: list[str] | None = None,
-        runtime_file: Path | None = None, logins: dict[str, str] | None = None,
+        runtime_file: Path | None = None, logins: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.settings = settings
         self.cfg = settings.config.supervisor
@@ -69,7 +69,7 @@ class Supervisor:
         self.nats = nats
         self.spawn = spawn
         self.runtime_file = runtime_file
-        self.logins = logins  # actor -> NATS password (embedded server with per-actor users)
+        self.logins = logins  # actor -> its Bus.connect arguments (embedded server's users)
         names = only or list(ACTORS)
         unknown = set(self.cfg.restart_policy) - set(ACTORS)
         if unknown:
@@ -155,7 +155,7 @@ class Supervisor:
             return await asyncio.create_subprocess_exec(
                 *actor_command(name), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 env=actor_env(name, self.nats_url, str(self.settings.home),
-                              (name, self.logins[name]) if self.logins else None),
+                              self.logins[name] if self.logins else None),
                 preexec_fn=pdeathsig, start_new_session=True,
             )
         finally:
