@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from kit.private import private_dir
+
 CONFIG_TOML = """\
 # Wintermute configuration: owned by you; the agent reads it and never writes it.
 # Every key can also be set from the environment: WM__SECTION__KEY=value
@@ -81,6 +83,8 @@ AGENTS_MD = "# AGENTS.md\n\nLessons learned while working. The agent appends her
 USER_MD = "# User Profile\n\nWhat the agent knows about its owner (kept up to date by the observer).\n"
 IDENTITY_MD = "# Wintermute\n\nThe heartbeat regenerates this file from the live configuration.\n"
 
+#: Folders with conversations or credentials in them (logs, the NATS store, keys, memory).
+PRIVATE_DIRS = ("data", "logs")
 DIRS = ("docs", "scripts", "workspace", "workspace/inbox", "workspace/outputs", "data", "logs",
         "backups")
 
@@ -94,6 +98,8 @@ def init_home(home: Path) -> list[str]:
         if not path.exists():
             path.mkdir(parents=True)
             created.append(d + "/")
+        if d in PRIVATE_DIRS:  # conversations, credentials, the store: the owner's only
+            private_dir(path)
     files = {
         "config.toml": CONFIG_TOML, "agent.toml": AGENT_TOML, "AGENTS.md": AGENTS_MD,
         "USER.md": USER_MD, "IDENTITY.md": IDENTITY_MD,

@@ -26,6 +26,7 @@ from typing import Any
 from bus import Subjects, Subscription
 from bus.accounts import api_prefix, server_accounts
 from bus.permissions import inbox_prefix, users
+from kit.private import private_dir, write_private
 
 
 def nats_dir(home: Path) -> Path:
@@ -55,23 +56,6 @@ class EmbeddedAuth:
 def login_kwargs(user: str, seed: Path) -> dict[str, str]:
     """How one user connects: its seed file, its own inbox space, its JetStream API prefix."""
     return {"seed": str(seed), "inbox": inbox_prefix(user), "api_prefix": api_prefix(user)}
-
-
-def private_dir(path: Path) -> Path:
-    """Make a folder (and its missing parents) that only its owner may enter."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-    return path
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write a file readable only by its owner, replacing it atomically."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
 
 
 def new_seed() -> str:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from kit.private import open_private
 from supervisor.process.procs import pdeathsig
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class EmbeddedNats:
             start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops us last
         )
         assert self.proc.stdout is not None
-        logfile = self.log_path.open("ab") if self.log_path else None
+        logfile = open_private(self.log_path, "ab") if self.log_path else None
         deadline = asyncio.get_running_loop().time() + timeout
         try:
             while True:

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kit.private import private_dir, write_private
+
 if TYPE_CHECKING:
     from supervisor.process.supervisor import Supervisor
 
@@ -50,10 +52,8 @@ def build_status(sup: Supervisor) -> dict[str, Any]:
 
 def write_runtime(path: Path, data: dict[str, Any]) -> None:
     """Write data/runtime.json atomically (NATS URL and pids, for status/chat/tap)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    private_dir(path.parent)
+    write_private(path, json.dumps(data, indent=2))
 
 
 def update_runtime(path: Path, **changes: Any) -> None:

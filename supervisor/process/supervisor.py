@@ -20,6 +20,7 @@ from actors import ACTORS, STOP_ORDER
 from bus import Bus, Consumer, Subscription
 from contracts import DeadLetter
 from contracts.config import Settings
+from kit.private import open_private, private_dir
 from supervisor.flatline.diagnosis import log_tail
 from supervisor.flatline.policy import Flatline
 from supervisor.process.announce import Announcer
@@ -95,7 +96,7 @@ class Supervisor:
 
     async def run(self) -> None:
         """Run until stop() is called."""
-        self._logs.mkdir(parents=True, exist_ok=True)
+        private_dir(self._logs)
         self._since = time.time()
         await self.announce.load()
         if self.spawn:
@@ -150,7 +151,7 @@ class Supervisor:
     # -- one actor ---------------------------------------------------------------------------
 
     async def _spawn(self, name: str) -> asyncio.subprocess.Process:
-        out = (self._logs / f"{name}.log").open("ab")
+        out = open_private(self._logs / f"{name}.log", "ab")
         try:
             return await asyncio.create_subprocess_exec(
                 *actor_command(name), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
