@@ -73,7 +73,7 @@ async def test_nats_killed_twice_under_cpu_load_everything_reconnects(
     t0 = time.monotonic()
     third = await next_nats_pid(wm, second, 90)
     print(f"\nsecond crash replaced after {time.monotonic() - t0:.1f}s under load")
-    assert os.path.exists(f"/proc/{third}")
+    os.kill(third, 0)  # alive
     input_id = await driver.send("still there after two crashes?")
     assert await driver.wait([input_id], 240) == [], "no answer after two nats-server crashes"
     result = await tally(wm.bus, [input_id])
