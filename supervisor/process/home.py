@@ -46,8 +46,9 @@ output_limit = 16000
 
 [nats]
 # Empty url: `wintermute up` runs an embedded nats-server with its store under data/, with
-# one NATS user per actor (passwords in data/nats/users.json, created by `up`).
-# Your own server: set url and credentials = "/path/to/user.creds" or user and password.
+# one NATS account and user per actor (nkeys in data/nats/keys/, created by `up`).
+# Your own server: set url and credentials = "/path/to/user.creds", seed = "/path/to/user.nk"
+# or user and password.
 url = ""
 port = 0
 prefix = "wm"
