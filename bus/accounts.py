@@ -15,7 +15,9 @@ that prefix): in an account without JetStream the server itself answers `$JS.API
 enabled", which would race the imported answer. `$JS.ACK`, `$KV` and stream subjects keep
 their names.
 
-The supervisor and the command line (`cli`, the owner's tool) stay in the JetStream account.
+What such a role subscribes to besides its own inbox (the `operator`'s `wm.>`) is imported as a
+stream: it sees the messages, and a reply subject on them is only a name. The supervisor and
+the command line (`cli`, the owner's tool) stay in the JetStream account.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _JS_API = "$JS.API"
 
 def account_of(role: str) -> str:
     """The NATS account a role's user lives in."""
-    return JS_ACCOUNT if role in (SUPERVISOR, CLI) else f"actor_{role}"
+    return JS_ACCOUNT if role in (SUPERVISOR, CLI) else role
 
 
 def api_prefix(role: str) -> str:
@@ -68,7 +70,8 @@ def server_accounts(
     `{"nkey": "U..."}`), to which its permissions are added."""
     accounts: dict[str, Any] = {JS_ACCOUNT: {"jetstream": "enabled", "users": [],
                                              "exports": []}}
-    exported: dict[str, list[str]] = {}  # subject -> accounts that import it
+    exported: dict[str, list[str]] = {}  # service subject -> accounts that import it
+    streamed: dict[str, list[str]] = {}  # stream (core message) subject -> importing accounts
     for role, entry in users.items():
         perms = permissions(s, role, durables.get(role, ()))
         name = account_of(role)
@@ -76,17 +79,21 @@ def server_accounts(
             accounts[JS_ACCOUNT]["users"].append({**entry, "permissions": perms})
             continue
         imports = [p for p in perms["publish"]["allow"] if not _own_inbox(p)]
+        watched = [p for p in perms["subscribe"]["allow"] if not _own_inbox(p)]
         local = {"publish": {"allow": [_local(p) for p in perms["publish"]["allow"]]},
                  "subscribe": perms["subscribe"]}
         accounts[name] = {
             "jetstream": "disabled", "users": [{**entry, "permissions": local}],
             "imports": [{"service": {"account": JS_ACCOUNT, "subject": subject},
-                         "to": _local(subject)} for subject in imports],
+                         "to": _local(subject)} for subject in imports]
+            + [{"stream": {"account": JS_ACCOUNT, "subject": subject}} for subject in watched],
         }
         for subject in imports:
             exported.setdefault(subject, []).append(name)
+        for subject in watched:
+            streamed.setdefault(subject, []).append(name)
     accounts[JS_ACCOUNT]["exports"] = [
         {"service": subject, "accounts": names, "response_type": _response_type(subject)}
         for subject, names in exported.items()
-    ]
+    ] + [{"stream": subject, "accounts": names} for subject, names in streamed.items()]
     return accounts

@@ -25,9 +25,11 @@ from bus.subjects import BucketSpec, StreamSpec, Subjects
 #: The channels whose inbound subjects the channel actor publishes (its adapters).
 CHANNELS = ("terminal", "telegram", "slack")
 
-#: Roles that are not actors: the supervisor (admin) and the owner's command line.
+#: Roles that are not actors: the supervisor (admin), the owner's command line, and a
+#: read-only user for standard NATS tools (`wintermute nats-context`).
 SUPERVISOR = "supervisor"
 CLI = "cli"
+OPERATOR = "operator"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Grant:
     kv_write: tuple[str, ...] = ()  # "bucket:keys", e.g. "state:telegram.>" (implies reading)
     history: tuple[str, ...] = ()  # streams ("in", "cmd", ...) read with short-lived consumers
     scratch: bool = False  # administers the scratch prefix of `replay --rerun`
+    inspect: bool = False  # lists and reads every stream, consumer and bucket; changes nothing
     admin: bool = False  # provisions streams, buckets and consumers: everything
 
 
@@ -90,8 +93,15 @@ GRANTS: dict[str, Grant] = {
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,
     ),
+    # `nats sub`, `nats stream ls/info/get`, `nats consumer ls/info`, `nats kv ls/get`.
+    OPERATOR: Grant(subscribe=(">",), inspect=True),
     SUPERVISOR: Grant(admin=True),
 }
+
+#: What `inspect` allows: the JetStream API's read-only requests.
+INSPECT = ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.*",
+           "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.*", "$JS.API.DIRECT.GET.*.>",
+           "$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.INFO.*.*")
 
 
 def users() -> list[str]:
@@ -131,7 +141,7 @@ def _buckets(s: Subjects, grant: Grant, role: str, subs: Iterable[Subscription])
 
 
 def _actors() -> list[str]:
-    return [r for r in GRANTS if r not in (SUPERVISOR, CLI)]
+    return [r for r in GRANTS if r not in (SUPERVISOR, CLI, OPERATOR)]
 
 
 def _admin(s: Subjects, user: str) -> dict[str, Any]:
@@ -193,6 +203,8 @@ def permissions(s: Subjects, role: str, subs: Iterable[Subscription] = ()) -> di
             pub.append(f"$KV.{s.kv_done}.{c.durable}.>")
     for short in grant.history:
         pub += _history(_stream(s, short))
+    if grant.inspect:
+        pub += INSPECT
     if grant.scratch:
         more_pub, more_sub = _scratch(s.p)
         pub += more_pub

@@ -26,7 +26,15 @@ from actors.channel.actor import ADAPTERS
 from bus import Bus, Subscription, ensure_consumer
 from bus.accounts import API_PREFIX, JS_ACCOUNT, account_of
 from bus.history import read_stream
-from bus.permissions import CHANNELS, CLI, GRANTS, SUPERVISOR, scope, scratch_prefix
+from bus.permissions import (
+    CHANNELS,
+    CLI,
+    GRANTS,
+    OPERATOR,
+    SUPERVISOR,
+    scope,
+    scratch_prefix,
+)
 from contracts.config import load_settings
 from state.holds import enable_task, put_task_status, release_tool, tool_status
 from supervisor.process import natsauth
@@ -306,7 +314,7 @@ def test_credentials_are_private_and_kept(secured: Secured) -> None:
 
 
 def test_one_grant_per_actor_and_the_channels_are_the_adapters() -> None:
-    assert set(GRANTS) == {*ACTORS, SUPERVISOR, CLI}
+    assert set(GRANTS) == {*ACTORS, SUPERVISOR, CLI, OPERATOR}
     assert set(CHANNELS) == set(ADAPTERS)
 
 
@@ -388,7 +396,7 @@ async def test_in_one_shared_account_a_reply_subject_is_an_action(
         await server.stop()
 
 
-@pytest.mark.parametrize("actor", list(ACTORS))
+@pytest.mark.parametrize("actor", [*ACTORS, OPERATOR])
 async def test_no_reply_of_an_actor_becomes_an_action(secured: Secured, actor: str) -> None:
     """Every request an actor may make, with a JetStream API call as its reply subject, is
     answered inside the actor's own account, where it deletes nothing."""
@@ -437,7 +445,7 @@ async def ack_with_attack_reply(sec: Secured, conn: Client, actor: str) -> int:
     sent = 0
     try:
         js = conn.jetstream(prefix=API_PREFIX)
-        for sub in sec.durables[actor]:
+        for sub in sec.durables.get(actor, []):
             stored = (await tester.jetstream().stream_info(sub.stream)).config.subjects or []
             # The narrower of the filter and the stream's subjects is in both.
             subject = max([sub.filters[0], *stored[:1]], key=lambda p: len(p.split(".")))
@@ -451,3 +459,48 @@ async def ack_with_attack_reply(sec: Secured, conn: Client, actor: str) -> int:
     finally:
         await tester.close()
     return sent
+
+
+async def test_an_unknown_key_is_refused_and_the_error_says_so(
+    secured: Secured, tmp_path: Path,
+) -> None:
+    stranger = tmp_path / "stranger.nk"
+    stranger.write_text(natsauth.new_seed())
+    with pytest.raises(ConnectionError, match="authorization violation"):
+        await Bus(secured.url).connect(timeout=3, seed=str(stranger))
+
+
+async def test_the_operator_reads_everything_and_changes_nothing(secured: Secured) -> None:
+    """What `nats sub`, `nats stream ls/get`, `nats consumer ls/info` and `nats kv ls/get` do."""
+    admin, operator = await secured.bus(SUPERVISOR), await secured.bus(OPERATOR)
+    try:
+        seen: asyncio.Queue[str] = asyncio.Queue()
+
+        async def on_msg(msg: Any) -> None:
+            await seen.put(msg.subject)
+
+        await operator.nc.subscribe("wm.>", cb=on_msg)
+        await operator.nc.flush()
+        await admin.kv_put(admin.subjects.kv_state, "supervisor", b"{}")
+        ack = await admin.js.publish("wm.in.terminal.operator-test", b'{"type": "x"}')
+        assert await asyncio.wait_for(seen.get(), 10) == "wm.in.terminal.operator-test"
+        names = await operator.js.streams_info()
+        assert {"WM_IN", "KV_wm_state"} <= {s.config.name for s in names}
+        assert "planner-in" in {c.name for c in await operator.js.consumers_info("WM_IN")}
+        await operator.js.consumer_info("WM_IN", "planner-in")
+        assert (await operator.js.get_msg("WM_IN", ack.seq)).data == b'{"type": "x"}'
+        assert "supervisor" in await operator.kv_keys(operator.subjects.kv_state)
+        assert await operator.kv_get(operator.subjects.kv_state, "supervisor") == b"{}"
+        await operator.nc.flush()
+        assert not operator.denied, list(operator.denied)
+        js = operator.nc.jetstream(prefix=API_PREFIX, timeout=1)
+        with pytest.raises(TimeoutError):  # refused: nothing answers
+            await js.publish("wm.cmd.executor.run", b"{}", timeout=1)
+        with pytest.raises(TimeoutError):
+            await js.delete_stream("WM_IN")
+        with pytest.raises(TimeoutError):
+            await js.add_consumer("WM_IN", durable_name="peek", deliver_subject="x")
+        await admin.js.stream_info("WM_IN")
+    finally:
+        await admin.close()
+        await operator.close()
