@@ -18,8 +18,10 @@ from nats.js.kv import KeyValue
 from bus import tracing
 from bus._connect import AdaptiveTimeout, describe
 from bus.codec import encode
+from bus.kv import KvOps
+from bus.streams import StreamOps
 from bus.subjects import BucketSpec, StreamSpec, Subjects
-from contracts import Msg
+from contracts import Msg, TurnRequest
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +47,11 @@ def provision_failed(what: str, exc: BaseException) -> ProvisionError:
     )
 
 
-class Bus:
-    """One NATS connection for a process, with the JetStream helpers every actor uses."""
+class Bus(KvOps, StreamOps):
+    """One NATS connection for a process, with the JetStream helpers every actor uses.
+
+    `async with Bus(url, prefix) as bus:` connects (unless already connected) and closes.
+    """
 
     def __init__(self, url: str, prefix: str = "wm", name: str = "wintermute") -> None:
         self.url = url
@@ -57,6 +62,14 @@ class Bus:
         self._kv: dict[str, KeyValue] = {}
         self._closed = False
         self.denied: deque[str] = deque(maxlen=50)  # permission violations, newest last
+
+    async def __aenter__(self) -> Bus:
+        if self._nc is None:
+            await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @property
     def nc(self) -> Client:
@@ -231,8 +244,14 @@ class Bus:
         keys = (subj[len(pre):] for subj in (info.state.subjects or {}))
         return sorted(k for k in keys if k.startswith(prefix))
 
-    async def kv_put(self, bucket: str, key: str, value: bytes | msgspec.Struct) -> int:
-        data = value if isinstance(value, bytes) else encode(value)
+    async def kv_put(self, bucket: str, key: str, value: object) -> int:
+        """Store raw bytes, or a record (a Struct or plain JSON value) as JSON."""
+        if isinstance(value, bytes):
+            data = value
+        elif isinstance(value, msgspec.Struct):
+            data = encode(value)
+        else:
+            data = msgspec.json.encode(value)
         return int(await (await self.kv(bucket)).put(key, data))
 
     async def publish(self, subject: str, msg: Msg, *, headers: dict[str, str] | None = None) -> bool:
@@ -240,7 +259,15 @@ class Bus:
 
         Returns False when JetStream reports the message as a duplicate.
         """
-        hdrs = {"Nats-Msg-Id": msg.id, "traceparent": tracing.outgoing()}
+        if isinstance(msg, TurnRequest) and msg.origin == "user":
+            # A user's turn enters here (the channel): its root span starts the turn's trace.
+            with tracing.turn_root(f"turn {msg.reply_to.channel}", **{
+                    "wintermute.session": msg.session, "wintermute.turn_id": msg.id,
+                    "messaging.destination.name": subject}):
+                traceparent = tracing.current()
+        else:
+            traceparent = tracing.outgoing()
+        hdrs = {"Nats-Msg-Id": msg.id, "traceparent": traceparent}
         if headers:
             hdrs.update(headers)
         data = encode(msg)
@@ -257,6 +284,21 @@ class Bus:
                 last = exc
                 await asyncio.sleep(min(0.2 * 2**attempt, 3.0))
         raise PublishError(f"JetStream did not accept {subject}: {last}")
+
+    async def publish_raw(self, subject: str, data: bytes, *,
+                          headers: dict[str, str] | None = None) -> int:
+        """Store bytes as they are (a restore of exported history); the stream sequence."""
+        ack = await self.js.publish(subject, data, headers=headers or None, timeout=10)
+        return int(ack.seq)
+
+    async def consumer_backlog(self, stream: str, durable: str) -> tuple[int, int]:
+        """(messages not yet delivered, delivered but not yet acked) of a durable consumer."""
+        info = await self.js.consumer_info(stream, durable)
+        return int(info.num_pending or 0), int(info.num_ack_pending or 0)
+
+    async def stream_last_seq(self, stream: str) -> int:
+        """The last sequence of a stream (0 when it is empty)."""
+        return int((await self.js.stream_info(stream)).state.last_seq or 0)
 
     async def close(self) -> None:
         """Drain and close; safe to call twice, and quick when the server is already gone."""

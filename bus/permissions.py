@@ -50,10 +50,10 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         publish=(*(f"in.{c}.>" for c in CHANNELS), "out.>", "evt.channel.delivered.>",
                  "cmd.approval.request", "cmd.approval.decide", "cmd.planner.reset",
-                 "cmd.executor.revert", "evt.flatline.release.>"),
-        kv_read=("state", "budget", "tools"),
+                 "cmd.executor.revert", "cmd.supervisor.release"),
+        kv_read=("state", "budget"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
-                  "state:telegram.>", "state:flatline.tool.>", "tools:>"),
+                  "state:telegram.>"),
     ),
     "planner": Grant(
         publish=("cmd.memory.recall", "cmd.llm.complete", "cmd.executor.run", "out.>",
@@ -82,11 +82,12 @@ GRANTS: dict[str, Grant] = {
         kv_write=("approvals:>",),
     ),
     "observer": Grant(publish=("evt.session.idle.>",)),
-    "heartbeat": Grant(publish=("in.schedule.>",), kv_read=("health", "state", "budget")),
+    "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
+                       kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>"),
+                 "evt.flatline.enable_task.>", "in.schedule.>"),
         subscribe=(">",),
         kv_read=("state", "tools"),
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),

@@ -28,6 +28,7 @@ from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recall
 from contracts.ops import (
     DeadLetter,
     Health,
+    HoldRelease,
     Intervention,
     SessionIdle,
     SessionReset,
@@ -64,6 +65,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     SessionReset,
     Intervention,
     TaskOutcome,
+    HoldRelease,
 )
 
 AnyMsg = (
@@ -93,6 +95,7 @@ AnyMsg = (
     | SessionReset
     | Intervention
     | TaskOutcome
+    | HoldRelease
 )
 
 __all__ = [
@@ -107,6 +110,7 @@ __all__ = [
     "DeadLetter",
     "Delivered",
     "Health",
+    "HoldRelease",
     "Intervention",
     "LlmPreview",
     "LlmRequest",

@@ -219,12 +219,26 @@ class SupervisorConfig(_Section):
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
+class BackupConfig(_Section):
+    """Scheduled `wintermute backup` runs by the supervisor (archives under backups/)."""
+
+    enabled: bool = True
+    cron: str = "0 3 * * *"  # local time
+    keep: int = 7  # archives kept; older ones are deleted
+    secrets: bool = True  # include .env (the archive is 0600 in a 0700 folder)
+
+
 class LoggingConfig(_Section):
     level: str = "info"
 
 
 class TelemetryConfig(_Section):
-    traces: str = "none"  # "file": OpenTelemetry spans to logs/traces.jsonl
+    # "file": OpenTelemetry spans to logs/traces.jsonl; "otlp": to the OTLP/HTTP endpoint of the
+    # standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables (set, they also turn "none" on).
+    traces: str = "none"
+    metrics: bool = True  # Prometheus /metrics served by the supervisor
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0  # 0: a free port (its URL is in `wintermute status`)
 
 
 class Config(_Section):
@@ -242,6 +256,7 @@ class Config(_Section):
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
+    backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
 
 
 class Personality(_Section):
@@ -254,16 +269,29 @@ class Personality(_Section):
 
 
 class HeartbeatConfig(_Section):
-    enabled: bool = True
+    enabled: bool = True  # false: no scheduled tasks, cadences or proactive checks at all
     interval_secs: float = 30.0
+    # Proactive checks (seed 000): a short turn that speaks only when something is worth
+    # saying ([NO_REPLY] otherwise), at most every proactive_interval_mins, within its cap.
+    proactive: bool = False
+    proactive_interval_mins: float = 30.0
+    proactive_budget: int = 5000
 
 
 class ScheduledTask(_Section):
+    """A task in agent.toml: exactly one of cron, every ('15m', '2h', '1d') or at (one-shot,
+    '2026-12-01T09:00' local time); a prompt, or a tool to run with arguments."""
+
     name: str
-    cron: str
+    cron: str = ""
+    every: str = ""
+    at: str = ""
     prompt: str = ""
+    tool: str = ""
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     sink: str = ""  # empty: the owner sink
     enabled: bool = True
+    jitter_secs: float = 0.0  # fire up to this many seconds late, spread per task
 
 
 class AgentConfig(_Section):
@@ -374,6 +402,19 @@ def load_settings(home: Path | None = None, environ: dict[str, str] | None = Non
     return Settings(home=home, config=config, agent=agent)
 
 
+def load_agent(home: Path, environ: dict[str, str] | None = None) -> AgentConfig:
+    """agent.toml alone (with its environment overrides), validated: what a process re-reads
+    when the agent or the owner edits it while everything runs."""
+    env = dict(os.environ if environ is None else environ)
+    raw = _merge(_read_toml(home / "agent.toml"), _split_env(env_overrides(env))[1])
+    try:
+        agent = msgspec.convert(raw, AgentConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_validation_message(exc, "agent.toml")) from exc
+    _check_tasks(agent)
+    return agent
+
+
 def _check(config: Config, agent: AgentConfig) -> None:
     """Checks a type cannot express."""
     models = [("models.default", config.models.default)]
@@ -405,17 +446,41 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.{key}[{index}]': {exc}"
             ) from exc
-    if config.telemetry.traces not in ("none", "file"):
-        raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")
+    if config.telemetry.traces not in ("none", "file", "otlp"):
+        raise ConfigError(
+            "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
-    for i, task in enumerate(agent.scheduled_tasks):
-        from croniter import croniter  # light import, only when tasks exist
+    if config.backup.enabled:
+        from contracts.schedule import ScheduleError, check_cron
 
-        if not croniter.is_valid(task.cron):
-            raise ConfigError(
-                f"agent.toml: invalid value for 'scheduled_tasks[{i}].cron': {task.cron!r}"
-            )
+        try:
+            check_cron(config.backup.cron)
+        except ScheduleError as exc:
+            raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
+    _check_tasks(agent)
+
+
+def _check_tasks(agent: AgentConfig) -> None:
+    """Each scheduled task: one valid schedule, something to do, a sink that parses."""
+    from contracts.schedule import ScheduleError, when_of
+
+    names: set[str] = set()
+    for i, task in enumerate(agent.scheduled_tasks):
+        where = f"scheduled_tasks[{i}]"
+        try:
+            when_of(task.cron, task.every, task.at, task.jitter_secs, where)
+        except ScheduleError as exc:
+            key, _, why = str(exc).partition(": ")
+            raise ConfigError(f"agent.toml: invalid value for '{key}' ({task.name}): {why}") \
+                from None
+        if not (task.prompt or task.tool):
+            raise ConfigError(f"agent.toml: '{where}' ({task.name}) needs a prompt or a tool")
+        if task.sink and ":" not in task.sink:
+            raise ConfigError(f"agent.toml: invalid value for '{where}.sink': use 'channel:chat'")
+        if task.name in names:
+            raise ConfigError(f"agent.toml: '{where}': another task is named {task.name!r}")
+        names.add(task.name)
 
 
 PROVIDERS = ("anthropic", "openai", "ollama")

@@ -8,13 +8,15 @@ on the outbound stream, sent once like every other outbound message.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from actors.channel._telegram_media import download_media
 from actors.channel.commands import CommandContext, handle_command
+from bus import decode_record
 from contracts import (
     ApprovalDecision,
     ApprovalRequest,
@@ -23,6 +25,7 @@ from contracts import (
     Sink,
     TurnRequest,
 )
+from contracts.records import PairingRequest
 from kit.redact import credential_guard
 
 if TYPE_CHECKING:
@@ -157,7 +160,7 @@ class Inbound:
             )
             await self.a.bus.publish(self.a.subjects.cmd("approval", "request"), request)
             await self.notify(f"{base}:pairing", sink, PAIRING_ASKED)
-            await self.a.state_put(key, json.dumps({"chat": sink.chat}).encode())
+            await self.a.state_put(key, msgspec.json.encode(PairingRequest(chat=sink.chat)))
             return
         key = f"refused.{user.id}"
         if await self.a.state_get(key) is not None:
@@ -212,8 +215,8 @@ class Inbound:
         if not msg.session.startswith("telegram:pair:"):
             return
         user_id = msg.session.rsplit(":", 1)[1]
-        raw = await self.a.state_get(f"pairing.{user_id}")
-        chat = json.loads(raw).get("chat", user_id) if raw else user_id
+        asked = decode_record(await self.a.state_get(f"pairing.{user_id}"), PairingRequest)
+        chat = (asked.chat if asked is not None else "") or user_id
         sink = Sink(channel="telegram", chat=str(chat))
         if msg.status == "approved":
             await self.a.state_put(f"paired.{user_id}", b"1")

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
+from contracts import ApprovalDecision, HoldRelease, ScriptsRevert, SessionReset, Sink
+from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
 from state import budget
 
 HELP = (
@@ -17,6 +17,8 @@ HELP = (
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
 )
+
+T = TypeVar("T")
 
 OWNER_ONLY = {"/status", "/budget", "/tools", "/revert", "/approve", "/deny", "/memory"}
 
@@ -72,20 +74,20 @@ async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
     return "This conversation's history was cleared; memories stay."
 
 
-async def _state(actor: Any, key: str) -> dict[str, Any] | list[Any] | None:
-    raw = await actor.bus.kv_get(actor.subjects.kv_state, key)
-    return json.loads(raw) if raw else None
+async def _state(actor: Any, key: str, kind: type[T]) -> T | None:
+    value: T | None = await actor.bus.kv_get_as(actor.subjects.kv_state, key, kind)
+    return value
 
 
 async def _status(actor: Any, ctx: CommandContext, rest: str) -> str:
-    status = await _state(actor, "supervisor")
-    if not isinstance(status, dict):
+    status = await _state(actor, "supervisor", SupervisorStatus)
+    if status is None:
         return "No supervisor status yet (is `wintermute up` running?)."
     lines = []
-    for a in status.get("actors", []):
-        mark = "ok" if a.get("healthy") else "DOWN"
-        extra = f", {a['restarts']} restarts" if a.get("restarts") else ""
-        lines.append(f"{a['name']}: {mark}{extra}")
+    for a in status.actors:
+        mark = "ok" if a.healthy else "DOWN"
+        extra = f", {a.restarts} restarts" if a.restarts else ""
+        lines.append(f"{a.name}: {mark}{extra}")
     return "Actors: " + "; ".join(lines)
 
 
@@ -100,8 +102,8 @@ async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
-    facts = await _state(actor, "memory")
-    counts = facts.get("counts", {}) if isinstance(facts, dict) else {}
+    facts = await _state(actor, "memory", MemoryFacts)
+    counts = facts.counts if facts is not None else {}
     if not counts:
         return "No memories yet."
     return "Memories: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
@@ -110,17 +112,25 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:
     verb, _, name = rest.partition(" ")
     if verb == "release":
-        from state.holds import release_tool
-
-        if not name.strip():
-            return "Say which tool: /tools release NAME."
-        return await release_tool(actor.bus, name.strip(), f"{ctx.principal} (/tools release)")
-    facts = await _state(actor, "executor")
-    if not isinstance(facts, dict):
+        return await _release(actor, ctx, name.strip())
+    facts = await _state(actor, "executor", ExecutorFacts)
+    if facts is None:
         return "The executor has not reported its tools yet."
-    text = f"Tools ({facts.get('mode')} mode): " + ", ".join(facts.get("tools", []))
-    agent = facts.get("agent_tools") or []
+    text = f"Tools ({facts.mode} mode): " + ", ".join(facts.tools)
+    agent = facts.agent_tools
     return text + (f". Agent-created: {', '.join(agent)}" if agent else "")
+
+
+async def _release(actor: Any, ctx: CommandContext, name: str) -> str:
+    # Quarantine is the supervisor's state: the channel asks, the supervisor applies it and
+    # tells the owner the outcome (the channel may not write wm_tools).
+    if not name:
+        return "Say which tool: /tools release NAME."
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    release = HoldRelease(id=f"{ctx.input_id}:release", kind="tool", name=name,
+                          principal=ctx.principal, is_owner=ctx.is_owner, reply_to=sink)
+    await actor.bus.publish(actor.subjects.cmd("supervisor", "release"), release)
+    return f"Asked the supervisor to release the tool {name}; the outcome goes to {sink}."
 
 
 async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:

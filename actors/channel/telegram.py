@@ -31,7 +31,7 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from bus import PublishError, Reject, Retry
+from bus import BusError, PublishError, Reject, Retry, decode_record
 from contracts import (
     ApprovalPrompt,
     DeadLetter,
@@ -40,7 +40,8 @@ from contracts import (
     Reply,
     short_hash,
 )
-from kit.redact import redact_patterns
+from kit.outbound import SecretScanner
+from kit.redact import HomeRedactor, redact_patterns
 from kit.secrets import load_dotenv
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ class TelegramAdapter(Adapter):
         super().__init__(actor)
         self.tg = self.config.channels.telegram
         self.workspace = Path(actor.home) / "workspace"
+        # The outbound gate checks files named in replies for secret values (.env, NATS).
+        self.scanner = SecretScanner(HomeRedactor(Path(actor.home), os.environ))
         self._token = self.token(self.config, actor.home)
         self.bot: Any = None
         self.me: Any = None
@@ -111,7 +114,7 @@ class TelegramAdapter(Adapter):
         await self.bus.kv_put(self.subjects.kv_state, f"telegram.{key}", value)
 
     async def state_delete(self, key: str) -> None:
-        await (await self.bus.kv(self.subjects.kv_state)).delete(f"telegram.{key}")
+        await self.bus.kv_delete(self.subjects.kv_state, f"telegram.{key}")
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -249,8 +252,10 @@ class TelegramAdapter(Adapter):
         return f"offset.{self.me.id}"
 
     async def _load_offset(self) -> int | None:
-        raw = await self.state_get(self._offset_key())
-        return int(raw) if raw else None
+        # A JSON number; anything else is logged and polling starts from Telegram's backlog.
+        offset: int | None = decode_record(await self.state_get(self._offset_key()), int,
+                                           "telegram offset")
+        return offset
 
     async def _save_offset(self, offset: int) -> None:
         delay = 0.5
@@ -265,15 +270,13 @@ class TelegramAdapter(Adapter):
 
     async def ingest(self, update: Any, forever: bool) -> None:
         """Store one update's messages; bus failures retry (forever when polling)."""
-        import nats.errors
-
         attempt = 0
         while True:
             attempt += 1
             try:
                 await self.inbound.handle(update)
                 return
-            except (PublishError, nats.errors.Error, ConnectionError, TimeoutError) as exc:
+            except (PublishError, BusError, ConnectionError, TimeoutError) as exc:
                 if not forever:
                     raise
                 log.warning("update %s not stored yet (%s); retrying", update.update_id, exc)
@@ -316,7 +319,7 @@ class TelegramAdapter(Adapter):
         match msg:
             case Reply():
                 self.typing.stop(msg.turn_id)
-                parts = reply_parts(msg.text, self.workspace)
+                parts = reply_parts(msg.text, self.workspace, self.scanner)
             case ApprovalPrompt():
                 parts = approval_parts(msg)
             case Notice():

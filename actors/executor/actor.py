@@ -17,7 +17,7 @@ from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.tools import core_tools
-from bus import Subscription
+from bus import Subscription, tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
@@ -28,8 +28,11 @@ from contracts import (
     ToolResult,
     short_hash,
 )
-from kit.redact import Redactor
+from contracts.records import ExecutorFacts
+from kit.outbound import check_arguments
+from kit.redact import HomeRedactor
 from kit.secrets import load_dotenv
+from state.holds import tool_status
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,8 @@ class ExecutorActor(Actor):
 
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
-        redactor = Redactor.from_env(self.home / ".env", os.environ)
+        # Follows .env and the NATS credential files: a secret added later is redacted too.
+        redactor = HomeRedactor(self.home, os.environ)
         env = scrubbed_env(os.environ, secrets.keys())
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
         self.sandbox = await detect_sandbox(self.config, self.home)
@@ -68,9 +72,9 @@ class ExecutorActor(Actor):
         tools` (catalog) what exists; at most budget.max_dynamic_tools_per_turn agent-created
         tools are offered, core tools always."""
         await self.scripts.publish(self.registry.specs())
-        facts = {**self.sandbox.facts(),
-                 "tools": self.registry.names(), "agent_tools": self.scripts.names()}
-        await self.bus.kv_put(self.subjects.kv_state, "executor", msgspec.json.encode(facts))
+        facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(),
+                                 "agent_tools": self.scripts.names()}, ExecutorFacts)
+        await self.bus.kv_put(self.subjects.kv_state, "executor", facts)
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
         s = self.subjects
@@ -114,6 +118,11 @@ class ExecutorActor(Actor):
                 req, False, f"Only the owner may use {req.name}; this request was refused."
             )
             return
+        leak = check_arguments(self.ctx.scanner, req.arguments, network=tool.outbound)
+        if leak:  # the outbound gate: a secret never leaves without the owner's yes
+            await self._ask_approval(
+                req, f"its arguments carry a secret ({', '.join(leak)}) off this machine")
+            return
         reason = await tool.approval_reason(req, self.ctx)
         if reason:
             await self._ask_approval(req, reason)
@@ -122,13 +131,10 @@ class ExecutorActor(Actor):
 
     async def _quarantined(self, name: str) -> str:
         """A sentence for the model and the user if the supervisor quarantined this tool."""
-        raw = await self.bus.kv_get(self.subjects.kv_tools, name)
-        if not raw:
+        hold = await tool_status(self.bus, name)
+        if hold is None or hold.status != "quarantined":
             return ""
-        status = msgspec.json.decode(raw)
-        if not isinstance(status, dict) or status.get("status") != "quarantined":
-            return ""
-        reason = status.get("reason") or "it kept failing"
+        reason = hold.reason or "it kept failing"
         return (
             f"The tool {name} is quarantined by the supervisor ({reason}), so it was not run. "
             f"Tell the user; the owner can lift it with `wintermute tools release {name}` or "
@@ -140,7 +146,7 @@ class ExecutorActor(Actor):
         approval = ApprovalRequest(
             id=f"{req.id}:approval", session=req.session,
             summary=f"{req.name}: {self.ctx.redactor.redact(str(detail))[:500]}", reason=reason,
-            call=req, sink=Sink.parse(self.config.owner.sink),
+            call=req, sink=Sink.parse(self.config.owner.sink), traceparent=tracing.current(),
         )
         await self.publish(self.subjects.cmd("approval", "request"), approval)
         await self._result(

@@ -1,16 +1,22 @@
-"""The heartbeat: periodic tick, health.json, IDENTITY.md, and cron-scheduled tasks."""
+"""The heartbeat: scheduled tasks (cron, interval, one-shot), HEARTBEAT.md cadences, proactive
+checks, health.json and IDENTITY.md; the schedule follows agent.toml and HEARTBEAT.md edits."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from typing import Any
 
+import msgspec
+
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
-from contracts import Sink, TurnRequest, subject_token
+from actors.heartbeat.jobs import Job, load_jobs, sources_stamp
+from contracts import Health, Notice, Sink, TurnRequest, short_hash, subject_token
+from contracts.records import ExecutorFacts, JobRun, MemoryFacts, Schedule, ScheduledJob
 from state.holds import task_status
 
 log = logging.getLogger(__name__)
@@ -20,69 +26,170 @@ class HeartbeatActor(Actor):
     name = "heartbeat"
 
     async def on_start(self) -> None:
-        from croniter import croniter
-
-        now = time.time()
+        self.jobs: dict[str, Job] = {}
         self.next_fire: dict[str, float] = {}
-        for task in self.settings.agent.scheduled_tasks:
-            if task.enabled:
-                self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
+        self.last: dict[str, JobRun] = {}
+        self._stamp: tuple[float, ...] | None = None
+        self._told: set[str] = set()  # problems already reported to the owner
+        self._published = b""
+        for key in await self.bus.kv_keys(self.subjects.kv_state, "sched."):
+            record = await self.bus.kv_get_as(self.subjects.kv_state, key, JobRun)
+            if record is not None and record.name:
+                self.last[record.name] = record
+        await self._reload()
         self.spawn(self._loop(), "tick")
 
     def health_info(self) -> dict[str, Any]:
         return {"tasks": {k: round(v) for k, v in getattr(self, "next_fire", {}).items()}}
 
     async def _loop(self) -> None:
-        interval = self.settings.agent.heartbeat.interval_secs
         while True:
+            interval = self.settings.agent.heartbeat.interval_secs
             self.alive("tick", every=interval)
+            await self._reload()
             await self._fire_due()
+            await self._publish_schedule()
             await self._write_health()
             await self._write_identity()
-            # Wake for the next due task even when the tick interval is long.
+            # Wake for the next due job even when the tick interval is long.
             wait = interval
             if self.next_fire:
                 wait = max(0.2, min(interval, min(self.next_fire.values()) - time.time()))
             await asyncio.sleep(wait)
 
-    async def _fire_due(self) -> None:
-        from croniter import croniter
-
+    async def _reload(self) -> None:
+        """Pick up agent.toml and HEARTBEAT.md edits without a restart; a bad edit is reported
+        (key and line) and the previous schedule keeps running."""
+        stamp = sources_stamp(self.home)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        settings, jobs, fatal, skipped = await asyncio.to_thread(load_jobs, self.settings)
+        for problem in fatal + skipped:
+            log.error("schedule: %s", problem)
+            suffix = (" The previous schedule keeps running until it is fixed." if fatal
+                      else "")
+            await self._tell_owner(f"{problem}.{suffix}".replace("..", "."))
+        if settings is None:
+            return
+        self.settings = settings
         now = time.time()
-        for task in self.settings.agent.scheduled_tasks:
-            due = self.next_fire.get(task.name)
-            if due is None or due > now:
+        fresh = {job.name: job for job in jobs}
+        for name, job in fresh.items():
+            if self.jobs.get(name) != job or name not in self.next_fire:
+                run = self.last.get(name)
+                last = (run.last if run else None) or 0.0
+                nxt = job.when.next_after(now, last, salt=name)
+                if nxt is None:
+                    self.next_fire.pop(name, None)
+                else:
+                    self.next_fire[name] = nxt
+        for gone in set(self.next_fire) - set(fresh):
+            self.next_fire.pop(gone)
+        if set(fresh) != set(self.jobs):
+            log.info("schedule: %s", ", ".join(f"{j.name} ({j.describe()})"
+                                                for j in fresh.values()) or "nothing")
+        self.jobs = fresh
+
+    async def _tell_owner(self, text: str) -> None:
+        if text in self._told:
+            return
+        self._told.add(text)
+        try:
+            sink = Sink.parse(self.config.owner.sink)
+            notice = Notice(id=f"heartbeat:notice:{short_hash(text, 16)}", sink=sink,
+                            text=text, source="heartbeat")
+            await self.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+        except Exception as exc:  # noqa: BLE001 - the log line above already says it
+            log.warning("could not tell the owner: %s", exc)
+
+    async def _fire_due(self) -> None:
+        now = time.time()
+        for name, due in sorted(self.next_fire.items(), key=lambda kv: kv[1]):
+            job = self.jobs.get(name)
+            if due > now or job is None:
                 continue
-            if await self._disabled(task.name):
-                self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
-                continue
-            sink = Sink.parse(task.sink or self.config.owner.sink)
-            turn = TurnRequest(
-                id=f"task:{task.name}:{int(due)}", session=f"task:{task.name}",
-                principal="heartbeat", text=task.prompt or f"Run the scheduled task {task.name}.",
-                reply_to=sink, is_owner=True, origin="schedule",
-            )
-            await self.publish(self.subjects.inbound("schedule", subject_token(task.name)), turn)
-            log.info("fired scheduled task %s", task.name)
-            self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
+            outcome = await self._fire(job, due)
+            await self._record(name, due, outcome)
+            nxt = job.when.next_after(now, due, salt=name)
+            if nxt is None:
+                self.next_fire.pop(name, None)
+            else:
+                self.next_fire[name] = nxt
+
+    async def _fire(self, job: Job, due: float) -> str:
+        if job.kind == "task" and await self._disabled(job.name):
+            return "skipped (disabled by the supervisor)"
+        from state import budget
+
+        spent = await budget.exhausted(self.bus, self.config.budget, f"task:{job.name}")
+        if spent:
+            # Not a failure: the task is not disabled for it, and fires again next time.
+            log.info("job %s skipped: %s", job.name, spent)
+            return "skipped (budget)"
+        return await self.fire(job, f"{int(due)}")
+
+    async def fire(self, job: Job, suffix: str) -> str:
+        """Publish the job's turn (its id makes a repeated fire a no-op)."""
+        sink = Sink.parse(job.sink or self.config.owner.sink)
+        text = job.prompt
+        if job.kind == "proactive":
+            upcoming = ", ".join(
+                f"{n} at {time.strftime('%H:%M', time.localtime(t))}"
+                for n, t in sorted(self.next_fire.items(), key=lambda kv: kv[1])[:5]
+                if n != job.name) or "none"
+            text = job.prompt.format(now=time.strftime("%Y-%m-%d %H:%M %Z"), upcoming=upcoming)
+        turn = TurnRequest(
+            id=f"task:{job.name}:{suffix}", session=f"task:{job.name}", principal="heartbeat",
+            text=text, reply_to=sink, is_owner=True, origin="schedule",
+        )
+        await self.publish(self.subjects.inbound("schedule", subject_token(job.name)), turn)
+        log.info("fired %s %s", job.kind, job.name)
+        return "fired"
+
+    async def _record(self, name: str, due: float, outcome: str) -> None:
+        before = self.last.get(name)
+        record = JobRun(name=name, last=due, outcome=outcome,
+                        fires=(before.fires if before else 0) + (outcome == "fired"))
+        self.last[name] = record
+        with contextlib.suppress(Exception):
+            await self.bus.kv_put(self.subjects.kv_state, f"sched.{subject_token(name)}",
+                                  record)
+
+    async def _publish_schedule(self) -> None:
+        """The schedule as `wintermute tasks` shows it (wm_state key `schedule`)."""
+        rows = []
+        for j in self.jobs.values():
+            run = self.last.get(j.name)
+            rows.append(msgspec.convert({
+                "name": j.name, "kind": j.kind, "when": j.describe(), "prompt": j.prompt,
+                "sink": j.sink or self.config.owner.sink, "next": self.next_fire.get(j.name),
+                "last": run.last if run else None, "outcome": run.outcome if run else None,
+                "fires": run.fires if run else None}, ScheduledJob))
+        doc = msgspec.json.encode(Schedule(enabled=self.settings.agent.heartbeat.enabled,
+                                           jobs=rows))
+        if doc != self._published:
+            with contextlib.suppress(Exception):
+                await self.bus.kv_put(self.subjects.kv_state, "schedule", doc)
+                self._published = doc
 
     async def _disabled(self, name: str) -> bool:
         """The supervisor disabled this task after repeated failures (until the owner enables it)."""
         record = await task_status(self.bus, name)
-        if record.get("status") == "disabled":
+        if record.status == "disabled":
             log.info("scheduled task %s is disabled by the supervisor (%s); skipped", name,
-                     record.get("reason", ""))
+                     record.reason)
             return True
         return False
 
-    async def _health(self) -> dict[str, Any]:
+    async def _health(self) -> dict[str, Health]:
         bucket = self.subjects.kv_health
-        actors: dict[str, Any] = {}
+        actors: dict[str, Health] = {}
         try:
             for key in await self.bus.kv_keys(bucket):
-                value = await self.bus.kv_get(bucket, key)
-                if value:
-                    actors[key] = json.loads(value)
+                value = await self.bus.kv_get_as(bucket, key, Health)
+                if value is not None:
+                    actors[key] = value
         except Exception as exc:  # noqa: BLE001 - NATS restarting: next tick
             log.debug("health read: %s", exc)
         return actors
@@ -96,7 +203,7 @@ class HeartbeatActor(Actor):
             "status": "running",
             "last_heartbeat": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "actors": {
-                name: {"pid": h.get("pid"), "healthy": time.time() - h.get("ts", 0) < stale}
+                name: {"pid": h.pid, "healthy": time.time() - h.ts < stale}
                 for name, h in actors.items()
             },
             "budget_today": {
@@ -110,13 +217,9 @@ class HeartbeatActor(Actor):
         tmp.replace(path)
 
     async def _write_identity(self) -> None:
-        executor = await self.bus.kv_get(self.subjects.kv_state, "executor")
-        memory = await self.bus.kv_get(self.subjects.kv_state, "memory")
-        text = render_identity(
-            self.settings,
-            json.loads(executor) if executor else {},
-            json.loads(memory) if memory else {},
-        )
+        executor = await self.bus.kv_get_as(self.subjects.kv_state, "executor", ExecutorFacts)
+        memory = await self.bus.kv_get_as(self.subjects.kv_state, "memory", MemoryFacts)
+        text = render_identity(self.settings, executor, memory)
         path = self.home / "IDENTITY.md"
         try:
             if path.read_text() == text:

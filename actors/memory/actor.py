@@ -17,6 +17,7 @@ from contracts import (
     ToolResult,
     short_hash,
 )
+from contracts.records import MemoryFacts
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ class MemoryActor(Actor):
     async def _publish_stats(self) -> None:
         counts = await asyncio.to_thread(self.store.counts_by_kind)
         self.count = sum(counts.values())
-        await self.bus.kv_put(self.subjects.kv_state, "memory", _json({"counts": counts}))
+        await self.bus.kv_put(self.subjects.kv_state, "memory", MemoryFacts(counts=counts))
 
     async def handle(self, msg: MemoryInbox) -> None:
         match msg:
@@ -98,9 +99,3 @@ class MemoryActor(Actor):
             call_id=call.call_id, name=call.name, ok=ok, output=text, reply_to=call.reply_to,
         )
         await self.publish(self.subjects.evt("tool", "result", call.session), result)
-
-
-def _json(value: Any) -> bytes:
-    import json
-
-    return json.dumps(value).encode()

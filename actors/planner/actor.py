@@ -13,8 +13,6 @@ import asyncio
 import logging
 from typing import Any
 
-import msgspec
-
 from actors.base import Actor
 from actors.planner import context
 from actors.planner.state import SessionState, TurnState, dump, load
@@ -39,7 +37,6 @@ from contracts import (
 log = logging.getLogger(__name__)
 
 PlannerInbox = TurnRequest | Recalled | LlmResponse | ToolResult | SessionReset
-_tools_dec = msgspec.json.Decoder(list[ToolSpec])
 
 
 class PlannerActor(Actor):
@@ -265,8 +262,8 @@ class PlannerActor(Actor):
 
     async def _tools(self) -> list[ToolSpec]:
         """Tool definitions the executor published; none if it has not started yet."""
-        data = await self.bus.kv_get(self.subjects.kv_state, "tools")
-        return _tools_dec.decode(data) if data else []
+        tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
+        return tools or []
 
     async def _budget_note(self) -> str:
         from state.budget import budget_note

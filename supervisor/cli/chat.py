@@ -8,9 +8,10 @@ import uuid
 
 import msgspec
 
-from bus import Bus, codec
+from bus import Bus, Delivery, codec
 from contracts import Delivered, TerminalInput
 from contracts.config import Settings
+from kit.redact import credential_guard
 from supervisor.cli.client import connect
 
 _delivered = codec.decoder_for(Delivered)
@@ -30,17 +31,26 @@ class ChatClient:
         self.inbox: asyncio.Queue[Delivered] = asyncio.Queue()
 
     async def start(self) -> None:
-        async def on_msg(raw: object) -> None:
+        async def on_msg(raw: Delivery) -> None:
             try:
-                self.inbox.put_nowait(_delivered.decode(raw.data))  # type: ignore[attr-defined]
+                self.inbox.put_nowait(_delivered.decode(raw.data))
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
 
         subject = self.bus.subjects.evt("channel", "delivered", self.chat)
-        await self.bus.nc.subscribe(subject, cb=on_msg)
+        await self.bus.subscribe(subject, on_msg)
 
     async def send(self, text: str) -> str:
+        """Publish a line as terminal input; a pasted credential never reaches the stream (it
+        would be stored there and in the event log): blocked here, or redacted in place."""
         msg = TerminalInput(id=uuid.uuid4().hex, chat=self.chat, text=text)
+        guard = credential_guard(text)
+        if guard.action == "block":
+            self.inbox.put_nowait(Delivered(id=f"{msg.id}:notice", chat=self.chat,
+                                            kind="notice", text=guard.text, ref=msg.id))
+            return msg.id
+        if guard.action == "redact":
+            msg = TerminalInput(id=msg.id, chat=self.chat, text=guard.text)
         await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
         return msg.id
 

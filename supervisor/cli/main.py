@@ -30,12 +30,15 @@ def main() -> None:
 
 
 @main.command()
-def init() -> None:
+@click.option("--seed", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder with AGENTS.md, USER.md, HEARTBEAT.md or agent.toml to start from "
+                   "(a file the agent changed since is kept).")
+def init(seed: Path | None) -> None:
     """Create WINTERMUTE_HOME with config, templates and folders (idempotent)."""
     from supervisor.process.home import init_home
 
     home = _home()
-    created = init_home(home)
+    created = init_home(home, seed)
     click.echo(f"{home}: " + (f"created {', '.join(created)}" if created else "already set up"))
 
 
@@ -175,9 +178,28 @@ def tools_release(name: str) -> None:
     click.echo(asyncio.run(release(_settings(), name)))
 
 
-@main.group()
-def tasks() -> None:
-    """Scheduled tasks the supervisor disabled after repeated failures."""
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def tasks(ctx: click.Context, as_json: bool) -> None:
+    """Scheduled tasks, cadences and proactive checks: next fire, last outcome, tokens spent."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from supervisor.cli.tasks import gather_tasks, render_tasks
+
+    view = asyncio.run(gather_tasks(_settings()))
+    click.echo(json.dumps(view, indent=2) if as_json else render_tasks(view))
+
+
+@tasks.command("run")
+@click.argument("name")
+def tasks_run(name: str) -> None:
+    """Fire the scheduled job NAME now (its answer goes to its sink)."""
+    from supervisor.cli.tasks import run_task
+
+    done, text = asyncio.run(run_task(_settings(), name))
+    click.echo(text, err=not done)
+    sys.exit(0 if done else 1)
 
 
 @tasks.command("enable")
@@ -190,6 +212,38 @@ def tasks_enable(name: str) -> None:
 
 
 @main.command()
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the archive (default: backups/ in the home).")
+@click.option("--no-secrets", is_flag=True, help="Leave .env out of the archive.")
+@click.option("--keep", default=0, show_default=True, help="Keep only the newest N archives.")
+def backup(dest: Path | None, no_secrets: bool, keep: int) -> None:
+    """Back up the agent: config and prompt files, tools with history, memories, streams, KV."""
+    from supervisor.process.backup import backup_now
+
+    path, counts = asyncio.run(backup_now(_settings(), dest, not no_secrets, keep))
+    held = ", ".join(f"{k} {v}" for k, v in counts.items())
+    click.echo(f"Backed up to {path} ({held}).")
+
+
+@main.command()
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def restore(archive: Path) -> None:
+    """Restore an archive of `wintermute backup` into this (stopped, fresh) home."""
+    from supervisor.process.backup import restore as restore_archive
+    from supervisor.process.home import init_home
+
+    home = _home()
+    init_home(home)
+    try:
+        counts = asyncio.run(restore_archive(_settings(home), archive))
+    except (RuntimeError, ValueError) as exc:
+        click.echo(f"Not restored: {exc}", err=True)
+        sys.exit(1)
+    held = ", ".join(f"{k} {v}" for k, v in counts.items())
+    click.echo(f"Restored {archive} into {home} ({held}). Start it with `wintermute up`.")
+
+
+@main.command()
 @click.argument("name")
 def actor(name: str) -> None:
     """Run one actor in the foreground (what the supervisor and Kubernetes run)."""
@@ -199,13 +253,23 @@ def actor(name: str) -> None:
 
 
 @main.command()
+@click.argument("name")
+def probe(name: str) -> None:
+    """Exit 0 if the actor NAME on this machine or pod is alive (liveness/readiness probe)."""
+    from supervisor.probe import main as probe_main
+
+    sys.exit(probe_main([name]))
+
+
+@main.command()
 def schema() -> None:
-    """JSON Schema of every contract."""
+    """JSON Schema of every contract and every shared KV record."""
     import msgspec
 
     from contracts import ALL_MESSAGES
+    from contracts.records import ALL_RECORDS
 
-    _, components = msgspec.json.schema_components(ALL_MESSAGES)
+    _, components = msgspec.json.schema_components((*ALL_MESSAGES, *ALL_RECORDS))
     click.echo(json.dumps({"$defs": components}, indent=2, sort_keys=True))
 
 

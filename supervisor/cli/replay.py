@@ -164,10 +164,10 @@ async def _drop_scratch(sbus: Bus) -> None:
     """Delete the scratch prefix's streams and buckets (those that exist)."""
     for spec in sbus.subjects.streams():
         with contextlib.suppress(Exception):
-            await sbus.js.delete_stream(spec.name)
+            await sbus.delete_stream(spec.name)
     for bucket in sbus.subjects.buckets():
         with contextlib.suppress(Exception):
-            await sbus.js.delete_key_value(bucket.name)
+            await sbus.delete_bucket(bucket.name)
 
 
 def _plain_env() -> dict[str, str]:
@@ -216,14 +216,14 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                               f"DIFFERENT\n    recorded: {old_text!r}\n    rerun:    {msg.text!r}"))
                 done.set()
 
-    sub = await sbus.nc.subscribe(f"{s.p}.>", cb=on_msg)
+    sub = await sbus.subscribe(f"{s.p}.>", on_msg)
     await sbus.publish(s.inbound(turn.request.reply_to.channel, turn.request.reply_to.chat),
                        turn.request)
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:
         report.append(f"no reply within {timeout:.0f}s: the rerun stalled")
-    await sub.unsubscribe()
+    await sub.stop()
     return report
 
 

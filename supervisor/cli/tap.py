@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from bus import Delivery
 from contracts.config import Settings
 from supervisor.cli.client import connect
 
@@ -56,7 +57,7 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
         else:
             type_filter = filt
 
-    async def on_msg(msg: Any) -> None:
+    async def on_msg(msg: Delivery) -> None:
         if msg.subject.startswith("_INBOX") or msg.subject.startswith("$JS"):
             return
         if type_filter or session:
@@ -74,13 +75,13 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
             sys.stdout.write(format_line(msg.subject, msg.data) + "\n")
         sys.stdout.flush()
 
-    await bus.nc.subscribe(subject, cb=on_msg)
+    await bus.subscribe(subject, on_msg)
     shown = (f" type={type_filter}" if type_filter else "") + (
         f" session={session}" if session else "")
     print(f"tapping {subject}{shown} (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     try:
         await asyncio.Event().wait()  # until Ctrl-C
-        return 0
     finally:
         await bus.close()
+    return 0  # not reached: Ctrl-C cancels the wait above

@@ -61,8 +61,8 @@ class Diagnoser:
         used = await budget.used(self.bus, day_key())
         if used >= self.limit:
             return f"today's diagnosis budget is spent ({used:,} of {self.limit:,} tokens)"
-        home = self.settings.home
-        text = Redactor.from_env(home / ".env", os.environ).redact(evidence)[-12_000:]
+        # kit reads the .env to redact; this module never sees a value itself.
+        text = Redactor.for_home(self.settings.home, os.environ).redact(evidence)[-12_000:]
         rid = f"{PREFIX}{target}:{time.time_ns()}"
         request = LlmRequest(
             id=rid, session=SESSION, turn_id=rid, step=0, role="flatline", max_tokens=400,

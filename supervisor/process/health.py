@@ -10,16 +10,14 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from bus import Bus
 from contracts import Health
 from contracts.config import SupervisorConfig
+from contracts.liveness import stale_reason
 from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 
-_health_dec = msgspec.json.Decoder(Health)
 
 
 class HealthView:
@@ -40,10 +38,9 @@ class HealthView:
         fresh: dict[str, Health] = {}
         try:
             for name in self.names:
-                data = await self.bus.kv_get(bucket, name)
-                if data:
-                    with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-                        fresh[name] = _health_dec.decode(data)
+                record = await self.bus.kv_get_as(bucket, name, Health)
+                if record is not None:
+                    fresh[name] = record
         except Exception as exc:  # noqa: BLE001 - NATS restarting: judge nobody meanwhile
             if not self.bus_down:
                 log.warning("cannot read health (%s); not judging actors until NATS is back", exc)
@@ -60,14 +57,7 @@ class HealthView:
 
     def stale_reason(self, h: Health, now: float) -> str:
         """Why this record shows a stuck actor, or ""."""
-        stale = self.cfg.stale_after_secs
-        floor = self.bus_back_at
-        if now - max(h.ts, floor) > stale:
-            return f"it has not reported health for {now - h.ts:.0f}s"
-        for loop, ts in h.loops.items():
-            if now - max(ts, floor) > stale + h.periods.get(loop, 0.0):
-                return f"its {loop} loop made no progress for {now - ts:.0f}s"
-        return ""
+        return stale_reason(h, now, self.cfg.stale_after_secs, self.bus_back_at)
 
     def hung_reason(self, name: str, pid: int | None, started: float, now: float) -> str:
         """Why the process `pid` of `name` counts as hung, or "" (also "" while NATS is away)."""

@@ -104,11 +104,13 @@ def ensure_keys(home: Path) -> dict[str, str]:
 
 
 def server_config(
-    subjects: Subjects, keys: dict[str, str], durables: dict[str, list[Subscription]]
+    subjects: Subjects, logins: dict[str, dict[str, Any]],
+    durables: dict[str, list[Subscription]],
 ) -> dict[str, Any]:
-    """The nats-server config (JSON is valid NATS config): accounts, users and permissions."""
-    entries = {user: {"nkey": keys[user]} for user in users()}
-    return {"accounts": server_accounts(subjects, entries, durables)}
+    """The nats-server config (JSON is valid NATS config): accounts, users and permissions.
+    `logins[user]` is how the user authenticates: `{"nkey": "U..."}` here, a user and a
+    password reference in the Helm chart (supervisor/process/natschart.py)."""
+    return {"accounts": server_accounts(subjects, {u: logins[u] for u in users()}, durables)}
 
 
 def prepare(
@@ -117,7 +119,8 @@ def prepare(
     """Make sure every user has a key and write the server config for this start."""
     keys = ensure_keys(home)
     config = nats_dir(home) / "server.json"
-    write_private(config, json.dumps(server_config(subjects, keys, durables), indent=2))
+    logins = {user: {"nkey": key} for user, key in keys.items()}
+    write_private(config, json.dumps(server_config(subjects, logins, durables), indent=2))
     return EmbeddedAuth(config, {u: seed_file(home, u) for u in keys})
 
 

@@ -35,7 +35,9 @@ from bus.permissions import (
     scope,
     scratch_prefix,
 )
+from contracts import HoldRelease
 from contracts.config import load_settings
+from contracts.records import TaskHold
 from state.holds import enable_task, put_task_status, release_tool, tool_status
 from supervisor.process import natsauth
 from supervisor.process.home import init_home
@@ -207,6 +209,28 @@ async def test_kv_writes_are_limited_to_an_actors_own_keys(secured: Secured) -> 
         await channel.close()
 
 
+async def test_the_channel_asks_the_supervisor_to_release_and_cannot_touch_holds(
+    secured: Secured,
+) -> None:
+    channel = await secured.bus("channel")
+    admin = await secured.bus(SUPERVISOR)
+    try:
+        release = HoldRelease(id="r1", name="flaky", principal="telegram:1", is_owner=True)
+        await channel.publish(channel.subjects.cmd("supervisor", "release"), release)
+        info = await admin.js.stream_info("WM_CMD", subjects_filter="wm.cmd.>")
+        assert "wm.cmd.supervisor.release" in (info.state.subjects or {})
+        with pytest.raises(TimeoutError):  # quarantine is the supervisor's: not even a look
+            await asyncio.wait_for(
+                channel.kv_put(channel.subjects.kv_tools, "flaky", b'{"status": "active"}'), 5)
+        assert any("kv_wm_tools" in d.lower() for d in channel.denied)
+        state = await channel.kv(channel.subjects.kv_state)
+        with pytest.raises(TimeoutError):  # and so are Flatline's outcome windows
+            await asyncio.wait_for(state.put("flatline.tool.flaky", b""), 3)
+    finally:
+        await channel.close()
+        await admin.close()
+
+
 async def test_every_actor_can_verify_bind_pull_and_report_health(secured: Secured) -> None:
     for name in ACTORS:
         bus = await secured.bus(name)
@@ -257,10 +281,10 @@ async def test_the_cli_user_lifts_flatline_holds(secured: Secured) -> None:
     try:
         await admin.kv_put(admin.subjects.kv_tools, "flaky", json.dumps(
             {"status": "quarantined", "reason": "it kept failing"}).encode())
-        await put_task_status(admin, "brief", {"task": "brief", "status": "disabled"})
+        await put_task_status(admin, "brief", TaskHold(task="brief", status="disabled"))
         assert "Released the tool flaky" in await release_tool(cli, "flaky", "the owner")
         assert "enabled again" in await enable_task(cli, "brief", "the owner")
-        assert (await tool_status(admin, "flaky") or {}).get("status") == "active"
+        assert (held := await tool_status(admin, "flaky")) is not None and held.status == "active"
         await cli.nc.flush()
         assert not cli.denied, list(cli.denied)
     finally:

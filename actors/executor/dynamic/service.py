@@ -13,6 +13,7 @@ from actors.executor.dynamic.create import CreateTool
 from actors.executor.dynamic.git import GitError, Reverted, revert_last
 from actors.executor.dynamic.registry import ScriptRegistry
 from contracts import Notice, ScriptsRevert, ScriptsReverted, ToolSpec, short_hash
+from contracts.records import CatalogRow
 
 if TYPE_CHECKING:
     from actors.executor.actor import ExecutorActor
@@ -80,8 +81,8 @@ class ScriptsService:
         async with self._publish_lock:
             offered = [t.spec for t in self.registry.offered(self.limit)]
             await self._put("tools", msgspec.json.encode(core + offered))
-            await self._put(CATALOG_KEY, msgspec.json.encode(self.registry.catalog(core,
-                                                                                   self.limit)))
+            rows = msgspec.convert(self.registry.catalog(core, self.limit), list[CatalogRow])
+            await self._put(CATALOG_KEY, msgspec.json.encode(rows))
 
     async def _put(self, key: str, data: bytes) -> None:
         if self._published.get(key) == data:
