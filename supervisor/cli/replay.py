@@ -132,9 +132,9 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     env = {"WM__NATS__URL": bus.url, "WM__NATS__PREFIX": scratch}
     scratch_settings = load_settings(settings.home, {**_plain_env(), **env})
     login = nats_login(settings)
-    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(**login)
+    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(timeout=10, **login)
     report: list[str] = []
-    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(**login)
+    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(timeout=10, **login)
     try:
         await _drop_scratch(sbus)
         await sbus.provision()

@@ -64,7 +64,7 @@ class Secured:
 
     async def bus(self, user: str) -> Bus:
         """A Bus connected as one of the generated users."""
-        return await Bus(self.url, name=f"test-{user}").connect(**self.auth.login(user))
+        return await Bus(self.url, name=f"test-{user}").connect(timeout=10, **self.auth.login(user))
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +294,8 @@ async def test_the_cli_user_lifts_flatline_holds(secured: Secured) -> None:
 
 async def test_the_cli_user_owns_the_replay_scratch_prefix(secured: Secured) -> None:
     """What `replay --rerun` does: provision, run a planner on, and delete `wm_replay`."""
-    scratch = await Bus(secured.url, scratch_prefix("wm")).connect(**secured.auth.login(CLI))
+    scratch = await Bus(secured.url, scratch_prefix("wm")).connect(
+        timeout=10, **secured.auth.login(CLI))
     try:
         await scratch.provision()
         sub = Subscription(scratch.subjects.stream_in, "planner-in", ("wm_replay.in.>",))

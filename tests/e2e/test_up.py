@@ -65,7 +65,8 @@ def stream_payloads(env: dict[str, str], stream: str) -> list[dict[str, Any]]:
     async def read() -> list[dict[str, Any]]:
         home = Path(env["WINTERMUTE_HOME"])
         info = json.loads((home / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(home, "supervisor"))
+        bus = await Bus(info["nats_url"], "wm").connect(
+            timeout=30, **connect_kwargs(home, "supervisor"))
         try:
             si = await bus.js.stream_info(stream)
             out: list[dict[str, Any]] = []
@@ -288,7 +289,8 @@ def test_garbage_on_every_inbox_is_dead_lettered_and_nobody_dies(up: dict[str, A
 
     async def flood() -> None:
         info = json.loads((up["home"] / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(up["home"], "supervisor"))
+        bus = await Bus(info["nats_url"], "wm").connect(
+            timeout=30, **connect_kwargs(up["home"], "supervisor"))
         for subject in inboxes:
             for bad in (b"\xff\xfe garbage", b'{"type": "turn.request"', b"[1,2,3]",
                         b'{"type":"llm.request","id":"x","session":5}', b"x" * 900_000):
