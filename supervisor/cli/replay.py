@@ -134,7 +134,8 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     login = nats_login(settings)
     sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(timeout=10, **login)
     report: list[str] = []
-    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(timeout=10, **login)
+    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(
+        timeout=10, **login)
     try:
         await _drop_scratch(sbus)
         await sbus.provision()
@@ -187,7 +188,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
             case Recall():
                 recalled = turn.recalled or Recalled(
                     id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id)
-                await sbus.publish(s.evt("memory", "recalled", msg.session), recalled)
+                await sbus.send(recalled)
             case LlmRequest():
                 old = turn.llm_requests.get(msg.step)
                 answer = turn.llm_responses.get(msg.step)
@@ -199,7 +200,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                 diffs = compare_requests(old, msg)
                 report.append(f"step {msg.step} model request: "
                               + ("same" if not diffs else "DIFFERENT\n    " + "\n    ".join(diffs)))
-                await sbus.publish(s.evt("llm", "response", msg.session), answer)
+                await sbus.send(answer)
             case ToolRequest():
                 result = turn.tool_results.get(msg.id)
                 if result is None:
@@ -208,7 +209,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                     done.set()
                     return
                 report.append(f"tool call {msg.name}: answered from the recording")
-                await sbus.publish(s.evt("tool", "result", msg.session), result)
+                await sbus.send(result)
             case Reply():
                 old_text = turn.reply.text if turn.reply else None
                 same = old_text == msg.text
@@ -217,8 +218,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                 done.set()
 
     sub = await sbus.subscribe(f"{s.p}.>", on_msg)
-    await sbus.publish(s.inbound(turn.request.reply_to.channel, turn.request.reply_to.chat),
-                       turn.request)
+    await sbus.send(turn.request)
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:

@@ -1,4 +1,4 @@
-"""The Helm chart's NATS authorization, rendered from the same permission table as `up`.
+"""The Helm chart's NATS accounts, rendered from the same permission table as `up`.
 
 `python -m supervisor.process.natschart > charts/wintermute/files/nats-auth.conf` writes it;
 tests/test_chart.py fails when the committed file differs from what the code renders, so the
@@ -16,14 +16,11 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tempfile
-from pathlib import Path
 
-from bus import Subjects
+from bus import Subjects, subscriptions
 from bus.permissions import users
-from contracts.config import load_settings
+from contracts.routes import ACTORS
 from supervisor.process.natsauth import server_config
-from supervisor.process.provision import actor_subscriptions
 
 PREFIX = "wm"  # the chart's instance prefix (config.nats.prefix must stay "wm" with it)
 
@@ -34,10 +31,10 @@ def password_variable(user: str) -> str:
 
 
 def render() -> str:
-    """The `authorization { ... }` block for nats.conf (NATS config syntax, JSON inside)."""
-    with tempfile.TemporaryDirectory() as home:
-        settings = load_settings(Path(home), {"WM__NATS__PREFIX": PREFIX})
-        durables = actor_subscriptions(settings)
+    """The `accounts { ... }` block for nats.conf (NATS config syntax, JSON inside)."""
+    # Every durable of the route table, whatever the chart's config enables (a durable granted
+    # but not provisioned is harmless; one provisioned but not granted stops its actor).
+    durables = {role: subscriptions(Subjects(PREFIX), role) for role in ACTORS}
     refs = {u: {"user": u, "password": f"${password_variable(u)}"} for u in users()}
     accounts = server_config(Subjects(PREFIX), refs, durables)["accounts"]
     text = json.dumps(accounts, indent=2, sort_keys=True)
