@@ -30,6 +30,7 @@ class SlowProxy:
         self.delay = delay
         self.accepted = 0
         self.server: asyncio.Server | None = None
+        self.clients: list[asyncio.StreamWriter] = []
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -37,6 +38,7 @@ class SlowProxy:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        self.clients.append(writer)
         up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
         await asyncio.sleep(self.delay)  # the server "thinks" before its INFO
         await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer),
@@ -51,6 +53,12 @@ class SlowProxy:
         finally:
             with contextlib.suppress(Exception):
                 dst.close()
+
+    def drop_all(self) -> None:
+        """Cut every client connection (the server "restarted")."""
+        for writer in self.clients:
+            writer.close()
+        self.clients.clear()
 
     async def stop(self) -> None:
         if self.server is not None:
@@ -74,6 +82,26 @@ async def test_a_server_slower_than_the_first_timeout_is_waited_for(slow: SlowPr
         assert slow.accepted <= 3
     finally:
         await bus.close()
+
+
+async def test_a_reconnection_to_a_slow_server_converges(nats_url: str) -> None:
+    proxy = SlowProxy(nats_url, delay=0)
+    url = await proxy.start()
+    bus = await Bus(url).connect(timeout=30)
+    try:
+        before = bus.nc.stats["reconnects"]
+        proxy.delay = FIRST_TIMEOUT * 1.5  # busy now: every handshake outlasts the first timeout
+        proxy.drop_all()
+        # With a fixed handshake timeout this never reconnects; growing, the second try does.
+        async with asyncio.timeout(60):
+            while True:  # Bus owns the client's reconnect callback: watch its counter
+                if bus.nc.stats["reconnects"] > before:
+                    break
+                await asyncio.sleep(0.1)
+            await bus.nc.flush(timeout=10)
+    finally:
+        await bus.close()
+        await proxy.stop()
 
 
 async def test_nothing_listening_says_so() -> None:
