@@ -70,7 +70,10 @@ GRANTS: dict[str, Grant] = {
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         subscribe=(">",),
         kv_read=("state", "tools"),
-        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
+        # sessions: `replay --fork-at` seeds the history of the new session it forks into
+        # budget:day: `replay --model` charges a live model's tokens to today's budget
+        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",
+                  "budget:day.>"),
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,
     ),

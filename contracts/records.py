@@ -139,6 +139,8 @@ class ExecutorFacts(Record, frozen=True, kw_only=True):
     reason: str = ""
     tools: list[str] = msgspec.field(default_factory=list)
     agent_tools: list[str] = msgspec.field(default_factory=list)
+    # MCP servers by name: state (ready | restarting | starting), tools, error, restarts
+    mcp: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 class MemoryFacts(Record, frozen=True, kw_only=True):

@@ -138,7 +138,9 @@ ROUTES: tuple[Route, ...] = (
     Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
           description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`)",
           narrow={"channel": tuple(f"in.{c}.*" for c in CHANNELS),
-                  "heartbeat": ("in.schedule.*",), CLI: ("in.schedule.*",)}),
+                  "heartbeat": ("in.schedule.*",),
+                  # `tasks run`; `replay --fork-at` sends a fork's turns as its principal
+                  CLI: ("in.schedule.*", "in.terminal.*")}),
     Route(Reply, _OUT, ("planner", "executor")),
     Route(ApprovalPrompt, _OUT, ("approval",)),
     Route(Notice, _OUT, ("channel", "executor", "approval", "heartbeat", SUPERVISOR)),

@@ -33,10 +33,8 @@ JSON_LOADS_ALLOWED = {
 }
 
 #: supervisor/ modules that still import actors/.
-ACTOR_IMPORTS_ALLOWED = {
-    # TEMPORARY, removed by the lead after merging the replay branch (issue 8): replay drives
-    # a planner through the bus instead of importing it.
-    "supervisor/cli/replay.py": "temporary: replay through the bus (replay)",
+ACTOR_IMPORTS_ALLOWED: dict[str, str] = {
+    # (none left: replay drives a planner process through the bus)
 }
 
 

@@ -54,8 +54,10 @@ class EmbeddedAuth:
 
 
 def login_kwargs(user: str, seed: Path) -> dict[str, str]:
-    """How one user connects: its seed file, its own inbox space, its JetStream API prefix."""
-    return {"seed": str(seed), "inbox": inbox_prefix(user), "api_prefix": api_prefix(user)}
+    """How one user connects: its seed file, its own inbox space, its JetStream API prefix
+    (`user` names it; with a seed it is not sent to the server)."""
+    return {"user": user, "seed": str(seed), "inbox": inbox_prefix(user),
+            "api_prefix": api_prefix(user)}
 
 
 def new_seed() -> str:

@@ -29,8 +29,8 @@ KEEP_SECRETS = {
 def actor_env(
     name: str, nats_url: str, home: str, login: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """The environment of one actor: secrets only where that actor needs them, and its own
-    NATS user when `login` (its `Bus.connect` arguments: seed file, API prefix) is given."""
+    """The environment of one actor: secrets only where that actor needs them, and its NATS
+    login when `login` (`Bus.connect` arguments: user, seed file, API prefix...) is given."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -40,10 +40,13 @@ def actor_env(
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):
             env.pop(var, None)
     env["WM__NATS__URL"] = nats_url
-    if login is not None:  # the seed file's path, never the seed itself
-        env["WM__NATS__USER"] = name
-        env["WM__NATS__SEED"] = login["seed"]
-        env["WM__NATS__API_PREFIX"] = login.get("api_prefix", "")
+    if login is not None:  # a seed file's path, never the seed itself
+        env["WM__NATS__USER"] = login.get("user") or name
+        for key, var in (("seed", "WM__NATS__SEED"), ("password", "WM__NATS__PASSWORD"),
+                         ("api_prefix", "WM__NATS__API_PREFIX"),
+                         ("credentials", "WM__NATS__CREDENTIALS")):
+            if login.get(key):
+                env[var] = login[key]
     env["WINTERMUTE_HOME"] = home
     env["PYTHONUNBUFFERED"] = "1"
     return env

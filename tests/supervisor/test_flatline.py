@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import calendar
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from contracts import (
 )
 from contracts.config import Settings
 from contracts.records import ToolHold
+from kit.safegit import run_git
 from state import budget
 from state.holds import enable_task, release_tool, task_status, tool_status
 from supervisor.flatline.policy import Flatline
@@ -177,10 +177,7 @@ async def test_outcomes_from_the_bus_reach_the_rules(bus: Bus, settings_for: Any
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-                               "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return run_git(repo, *args)[1]
 
 
 def commit_tool(home: Path, name: str, body: str) -> str:
