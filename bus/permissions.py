@@ -63,7 +63,8 @@ GRANTS: dict[str, Grant] = {
     ),
     "memory": Grant(kv_write=("state:memory",)),
     "approval": Grant(kv_write=("approvals:>",)),
-    "observer": Grant(),
+    # learning is charged to the daily budget: the observer reads it before asking the model
+    "observer": Grant(kv_read=("budget",)),
     "heartbeat": Grant(kv_read=("health", "state", "budget"),
                        kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(

@@ -45,6 +45,10 @@ class ModelsConfig(_Section):
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
+    # Memory search vectors: local/minilm (offline, shipped as a package), openai/MODEL (any
+    # OpenAI-compatible /v1/embeddings), ollama/MODEL, or none (full text only).
+    embedding: str = "local/minilm"
+    embedding_url: str = ""  # base URL for openai/ollama embeddings; empty: the SDK variables
 
 
 class BudgetConfig(_Section):
@@ -201,6 +205,20 @@ class SandboxConfig(_Section):
 
 class ObserverConfig(_Section):
     idle_secs: float = 600.0
+    # On session.idle, ask the model (role `observer`) what to remember from the conversation.
+    learn: bool = True
+
+
+MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
+                 "procedure": "suggest"}
+
+
+class MemoryConfig(_Section):
+    """Learned memories: promotion policy per kind (auto | suggest | off); a kind left out of
+    a configured `policy` keeps its default (MEMORY_POLICY)."""
+
+    policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
+    auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
 
 
 class FlatlineConfig(_Section):
@@ -296,6 +314,7 @@ class Config(_Section):
     egress: EgressConfig = msgspec.field(default_factory=EgressConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
     observer: ObserverConfig = msgspec.field(default_factory=ObserverConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
@@ -471,6 +490,18 @@ def _check(config: Config, agent: AgentConfig) -> None:
                 f"config.toml: invalid value for '{key}': {spec!r} is not "
                 f"'provider/model' with provider one of {', '.join(PROVIDERS)}"
             )
+    embedding = config.models.embedding
+    if embedding != "none" and (
+        "/" not in embedding or embedding.split("/", 1)[0] not in ("local", "openai", "ollama")
+    ):
+        raise ConfigError(
+            f"config.toml: invalid value for 'models.embedding': {embedding!r}; use "
+            "'local/minilm', 'openai/MODEL', 'ollama/MODEL' or 'none'"
+        )
+    for kind, policy in config.memory.policy.items():
+        if policy not in ("auto", "suggest", "off"):
+            raise ConfigError(f"config.toml: invalid value for 'memory.policy.{kind}': "
+                              f"{policy!r}; use 'auto', 'suggest' or 'off'")
     if not re.fullmatch(r"[A-Za-z0-9_-]+", config.nats.prefix):
         raise ConfigError("config.toml: invalid value for 'nats.prefix': letters, digits, - and _")
     for key, value, allowed in (("executor.mode", config.executor.mode, SANDBOX_MODES),

@@ -214,7 +214,7 @@ class ExecutorActor(Actor):
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
             error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
-            timed_out=out.timed_out, version=version,
+            timed_out=out.timed_out, version=version, refused=out.refused,
         )
         await self.send(outcome)
 

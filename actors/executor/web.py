@@ -11,7 +11,7 @@ from pathlib import Path
 from actors.executor._http import Body, Head, follow, read_capped
 from actors.executor._limits import RateLimiter
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_str
-from actors.executor.ssrf import EgressError, Network
+from actors.executor.ssrf import EgressError, Network, PolicyRefusal
 from contracts import ToolRequest, ToolSpec
 from kit import safefs
 
@@ -120,7 +120,7 @@ class WebFetch(Tool):
         self.limiter = self.limiter or RateLimiter(egress.fetch_rate_limit)
         refusal = self.limiter.refusal(self.name)
         if refusal:
-            return ToolOutput(ok=False, output=refusal)
+            return ToolOutput(ok=False, output=refusal, refused=True)
         url, save_to = arg_str(req, "url"), arg_str(req, "save_to")
         timeout = request_timeout(req, ctx)
         try:
@@ -131,6 +131,8 @@ class WebFetch(Tool):
                     cap = egress.max_download_bytes if large else egress.approve_download_bytes
                     return await self._save(ctx, url, path, cap, large, timeout)
                 return await self._text(ctx, url, req.arguments.get("raw") is True, timeout)
+        except PolicyRefusal as exc:  # a refused URL is the policy working, not a failure
+            return ToolOutput(ok=False, output=str(exc), refused=True)
         except EgressError as exc:
             return ToolOutput(ok=False, output=str(exc))
         except TimeoutError:

@@ -299,5 +299,13 @@ def schema() -> None:
     click.echo(json.dumps({"$defs": components}, indent=2, sort_keys=True))
 
 
+def _register() -> None:
+    from supervisor.cli.memory import memory  # light: click, msgspec and contracts
+
+    main.add_command(memory)
+
+
+_register()
+
 if __name__ == "__main__":
     main()

@@ -114,7 +114,10 @@ async def test_secrets_from_env_file_never_reach_the_model(
 async def test_memory_saved_in_one_session_is_found_in_another(
     fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings_for(**use_model(monkeypatch, "openai", fake.url))
+    """Both terminal chats are the owner's: the owner's memories follow them everywhere."""
+    owner = '["terminal:owner", "terminal:second"]'
+    settings = settings_for(**use_model(monkeypatch, "openai", fake.url),
+                            WM__OWNER__PRINCIPALS=owner)
     async with actors(settings, *ALL), chat(settings) as c:
         saved = await c.ask("remember: the deploy key rotates on fridays")
         assert "Saved as memory" in saved

@@ -124,6 +124,7 @@ async def test_rate_limits_refuse_past_the_limit(
             for _ in range(3)]
     assert [o.ok for o in outs] == [True, True, False]
     assert "limited to 2 calls a minute" in outs[2].output
+    assert outs[2].refused  # a policy refusal: Flatline does not count it as a failure
     post = web_request.WebRequest()
     first = await post.run(call("web_request", url="http://api.public.test/echo",
                                 method="POST", body="x"), ctx)
@@ -151,7 +152,7 @@ async def test_web_request_to_allowlisted_domain_sends_the_body(
                                    method="POST"), ctx)
     assert "not followed" in redirect.output or "405" in redirect.output
     private = await tool.run(call("web_request", url="http://127.0.0.1:9/echo", method="POST"), ctx)
-    assert not private.ok and "Refused" in private.output
+    assert not private.ok and "Refused" in private.output and private.refused
     assert all(host == PUBLIC_IP for host, _ in net.attempts)
 
 
