@@ -31,9 +31,12 @@ class NatsConfig(_Section):
     port: int = 0  # embedded server port; 0 picks a free one
     prefix: str = "wm"
     credentials: str = ""  # path to a .creds file for an external server
-    # A NATS user and password; `up` sets them for each actor it spawns (embedded server).
+    # A NATS user and password, or an nkey seed file (then `user` only names the inbox space,
+    # `_INBOX_<user>`); `up` sets user, seed and api_prefix for each actor it spawns.
     user: str = ""
     password: str = ""
+    seed: str = ""
+    api_prefix: str = ""  # JetStream API prefix; empty: $JS.API (an actor's account: bus/accounts.py)
 
 
 class ModelsConfig(_Section):

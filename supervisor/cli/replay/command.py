@@ -89,10 +89,7 @@ async def replay(settings: Settings, opts: Options) -> int:
     bus = await connect(settings, "replay")
     try:
         rec = await from_history(bus)
-        user, password = nats_login(settings)
-        login = {"user": user, "password": password,
-                 "credentials": settings.config.nats.credentials}
-        return await _act(settings, rec, opts, model, bus.url, login, bus)
+        return await _act(settings, rec, opts, model, bus.url, nats_login(settings), bus)
     finally:
         await bus.close()
 
@@ -106,11 +103,10 @@ async def _rerun_server(
     from supervisor.process.up import running_instance
 
     if settings.config.nats.url or running_instance(settings.home) is not None:
-        user, password = nats_login(settings)
+        login = nats_login(settings)
         bus = await connect(settings, "replay")
         try:
-            yield bus.url, {"user": user, "password": password,
-                            "credentials": settings.config.nats.credentials}, bus
+            yield bus.url, login, bus
         finally:
             await bus.close()
         return
@@ -120,7 +116,7 @@ async def _rerun_server(
         server = EmbeddedNats(Path(store))
         url = await server.start()
         try:
-            yield url, {"user": "", "password": "", "credentials": ""}, None
+            yield url, {}, None
         finally:
             await server.stop()
 

@@ -166,11 +166,8 @@ class Scratch:
                 await ensure_consumer(self.bus, sub)
 
     async def _spawn(self, name: str, home: str, **extra: str) -> None:
-        login = (self.login["user"], self.login["password"]) if self.login.get("user") else None
-        env = actor_env(name, self.url, home, login)
+        env = actor_env(name, self.url, home, self.login or None)  # as the cli user
         env.update(WM__NATS__PREFIX=self.prefix, **extra)
-        if self.login.get("credentials"):
-            env["WM__NATS__CREDENTIALS"] = self.login["credentials"]
         log = (self.home / f"{name}.log").open("wb")
         self.procs[name] = await asyncio.create_subprocess_exec(
             *actor_command(name), env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,
