@@ -56,7 +56,7 @@ GRANTS: dict[str, Grant] = {
         publish=("cmd.memory.recall", "cmd.llm.complete", "cmd.executor.run", "out.>",
                  "evt.task.outcome.>"),
         kv_read=("state", "budget"),
-        kv_write=("sessions:>",),
+        kv_write=("sessions:>", "budget:session.>"),  # renewal on the next message, /reset
     ),
     "llm": Grant(
         publish=("evt.llm.response.>", "evt.llm.preview.>", "evt.tool.result.>"),
@@ -86,7 +86,7 @@ GRANTS: dict[str, Grant] = {
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
                  "evt.flatline.enable_task.>", "in.schedule.>"),
         subscribe=(">",),
-        kv_read=("state", "tools"),
+        kv_read=("state", "tools", "budget"),
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,

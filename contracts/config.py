@@ -44,11 +44,27 @@ class ModelsConfig(_Section):
     timeout_secs: float = 120.0
 
 
+class ModelPrice(_Section):
+    """US dollars per million tokens, for the cost estimate in /budget."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+
 class BudgetConfig(_Section):
-    max_tokens_per_session: int = 500_000
-    max_tokens_per_day: int = 5_000_000
+    max_tokens_per_session: int = 500_000  # 0: no session budget
+    max_tokens_per_day: int = 5_000_000  # 0: no daily budget
     max_tool_calls_per_turn: int = 20
     max_dynamic_tools_per_turn: int = 20
+    # Runaway guard: a turn past this many tokens, or repeating one tool call with the same
+    # arguments this many times, is stopped with a message (0 turns either check off).
+    max_tokens_per_turn: int = 250_000
+    max_repeated_tool_calls: int = 3
+    # The day budget renews at midnight here (an IANA zone such as "Europe/Berlin");
+    # "" is the machine's local time.
+    timezone: str = ""
+    # Optional prices per model spec: "openai/gpt-4o" = {input = 2.5, output = 10}.
+    prices: dict[str, ModelPrice] = msgspec.field(default_factory=dict)
 
 
 class TerminalChannel(_Section):
@@ -289,6 +305,7 @@ class ScheduledTask(_Section):
     sink: str = ""  # empty: the owner sink
     enabled: bool = True
     jitter_secs: float = 0.0  # fire up to this many seconds late, spread per task
+    budget_tokens: int = 0  # tokens one run may use; 0: only the turn ceiling and daily budget
 
 
 class AgentConfig(_Section):
@@ -448,6 +465,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    _check_budget(config.budget)
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
@@ -456,6 +474,26 @@ def _check(config: Config, agent: AgentConfig) -> None:
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_tasks(agent)
+
+
+def _check_budget(budget: BudgetConfig) -> None:
+    if budget.timezone:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(budget.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                f"config.toml: invalid value for 'budget.timezone': {budget.timezone!r} is not "
+                "a known time zone; use an IANA name such as 'Europe/Berlin', or leave it "
+                "empty for local time") from None
+    for key, value in (("max_tokens_per_session", budget.max_tokens_per_session),
+                       ("max_tokens_per_day", budget.max_tokens_per_day),
+                       ("max_tokens_per_turn", budget.max_tokens_per_turn),
+                       ("max_repeated_tool_calls", budget.max_repeated_tool_calls)):
+        if value < 0:
+            raise ConfigError(f"config.toml: invalid value for 'budget.{key}': {value} is "
+                              "negative; use 0 to turn it off")
 
 
 def _check_tasks(agent: AgentConfig) -> None:

@@ -57,6 +57,10 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # Set by the planner when the turn's chat shows a live preview (Telegram): stream the answer
     # and publish LlmPreview events for this sink at a bounded rate.
     preview_to: Sink | None = None
+    # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
+    # proactive, observer, compaction, diagnosis. The session budget applies to user and
+    # escalation calls; the daily budget to all.
+    purpose: str = "user"
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -71,6 +75,8 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     model: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: str = ""
+    # Set with `error` when a spent budget stopped the call: "session" or "day".
+    budget: str = ""
 
 
 class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):

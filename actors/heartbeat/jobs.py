@@ -31,6 +31,7 @@ class Job:
     when: When
     prompt: str
     sink: str  # "" = the owner's sink (explicit in config.toml)
+    budget: int = 0  # tokens one run may use (budget_tokens, proactive_budget); 0: no own cap
 
     def describe(self) -> str:
         if self.when.cron:
@@ -57,13 +58,13 @@ def jobs_from(settings: Settings, heartbeat_md: str) -> tuple[list[Job], list[st
         if t.enabled:
             when = when_of(t.cron, t.every, t.at, t.jitter_secs, f"scheduled_tasks[{i}]")
             jobs.append(Job(t.name, "task", when, task_prompt(t.prompt, t.tool, t.arguments),
-                            t.sink))
+                            t.sink, t.budget_tokens))
     cadences, errors = parse_heartbeat_md(heartbeat_md)
     jobs += [Job(c.name, "cadence", c.when, c.prompt, c.sink) for c in cadences]
     if hb.proactive:
         jobs.append(Job("proactive", "proactive",
                         When(every=max(60.0, hb.proactive_interval_mins * 60)), PROACTIVE_PROMPT,
-                        ""))
+                        "", hb.proactive_budget))
     return jobs, errors
 
 
