@@ -269,6 +269,19 @@ async def test_a_task_failing_three_times_in_a_row_is_disabled_until_enabled(
     assert "not disabled" in await enable_task(bus, "morning", "owner")
 
 
+async def test_a_task_skipped_for_its_budget_is_neither_failed_nor_disabled(
+    bus: Bus, settings_for: Any
+) -> None:
+    fl = flatline(settings_for(), bus)
+    await fl.on_task_outcome(task_outcome("news", 0, False))
+    for i in range(1, 6):
+        await fl.on_task_outcome(TaskOutcome(id=f"task:news:{i}:task", task="news",
+                                             turn_id=f"task:news:{i}", ok=False, skipped=True,
+                                             reason="its budget of 50 tokens"))
+    record = await task_status(bus, "news")
+    assert record.status == "enabled" and record.failures == 1  # the streak neither grew nor reset
+
+
 async def test_dead_letters_are_summarised_once(bus: Bus, settings_for: Any) -> None:
     fl = flatline(settings_for(), bus)
     assert not await fl.digest.dead_letters()
