@@ -47,3 +47,23 @@ async def test_a_paused_session_renews_and_the_day_does_not(bus: Bus) -> None:
     await budget.add(bus, budget.day_key(), 900)
     stop = await budget.check(bus, cfg, "a", "diagnosis")
     assert stop is not None and stop.kind == "day" and "back tomorrow" in stop.message
+
+
+async def test_the_report_shows_both_budgets_purposes_cost_and_renewal(bus: Bus) -> None:
+    from state import budget_view
+    from supervisor.cli.client import render_status
+
+    cfg = BudgetConfig(max_tokens_per_session=1000, max_tokens_per_day=10_000, timezone="UTC",
+                       prices={"openai/m": ModelPrice(input=3.0, output=15.0)})
+    await budget.charge(bus, cfg, "terminal:owner", "user", "openai/m",
+                        Usage(input_tokens=900, output_tokens=300))
+    await budget.charge(bus, cfg, "task:news", "heartbeat", "openai/m",
+                        Usage(input_tokens=400, output_tokens=0))
+    await budget.pause(bus, "terminal:owner", "session")
+    text = await budget_view.summary(bus, cfg, "terminal:owner")
+    assert "Today: 1,600 of 10,000 tokens (16%); renews at " in text and "00:00 UTC" in text
+    assert "Estimated cost: $0.01" in text
+    assert "Used today by: user 1,200, heartbeat 400." in text
+    assert "This session: ⏸ paused" in text
+    status = render_status({"actors": [], "nats": {}, "budget": {"text": text}})
+    assert "budget: Today: 1,600 of 10,000 tokens" in status
