@@ -79,7 +79,7 @@ GRANTS: dict[str, Grant] = {
         kv_write=("approvals:>",),
     ),
     "observer": Grant(publish=("evt.session.idle.>",)),
-    "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
+    "heartbeat": Grant(publish=("in.schedule.>", "out.>", "cmd.approval.request"), kv_read=("health", "state", "budget"),
                        kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>

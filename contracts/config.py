@@ -289,6 +289,12 @@ class HeartbeatConfig(_Section):
     proactive: bool = False
     proactive_interval_mins: float = 30.0
     proactive_budget: int = 5000
+    # Monthly tool review (seed 000): agent-created tools unused for tool_review_unused_days, or
+    # succeeding in under tool_review_min_success of their calls, are proposed for archiving
+    # (the owner approves). A cron expression; "" turns it off.
+    tool_review: str = "0 4 1 * *"
+    tool_review_unused_days: int = 30
+    tool_review_min_success: float = 0.5
 
 
 class ScheduledTask(_Section):
@@ -500,6 +506,14 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
+    if agent.heartbeat.tool_review:
+        from contracts.schedule import check_cron
+
+        try:
+            check_cron(agent.heartbeat.tool_review)
+        except ScheduleError as exc:
+            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
+                from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

@@ -120,6 +120,10 @@ class HeartbeatActor(Actor):
     async def _fire(self, job: Job, due: float) -> str:
         if job.kind == "task" and await self._disabled(job.name):
             return "skipped (disabled by the supervisor)"
+        if job.kind == "review":  # reads _meta and asks the owner: no model call, no budget
+            from actors.heartbeat.review import propose
+
+            return await propose(self, f"{int(due)}", time.time())
         from state import budget
 
         spent = await budget.day_spent(self.bus, self.config.budget)

@@ -74,6 +74,9 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
         if job is None:
             known = ", ".join(sorted(jobs)) or "none"
             return False, f"There is no scheduled job {name!r} (known: {known})."
+        if job.get("kind") == "review":
+            return False, ("The tool review is not a turn: it runs on heartbeat.tool_review's "
+                           "schedule, or edit that cron in agent.toml to run it sooner.")
         text = str(job.get("prompt") or f"Run the scheduled task {name}.")
         text = text.replace("{now}", time.strftime("%Y-%m-%d %H:%M %Z")).replace(
             "{upcoming}", "see `wintermute tasks`")
