@@ -3,13 +3,13 @@ the owner for archiving; only the owner's approval archives them (git-tracked, r
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import msgspec
 
+from actors.executor.dynamic.git import commit_paths, git
 from actors.heartbeat.review import findings
 from bus import Bus
 from contracts.config import HeartbeatConfig, Settings
@@ -54,9 +54,8 @@ async def test_the_review_proposes_and_the_approval_archives(
         (scripts / f"{name}.py").write_text(SOURCE)
         (scripts / f"{name}.json").write_text(
             f'{{"name": "{name}", "description": "{name}", "parameters": {{"type": "object"}}}}')
-    subprocess.run(["git", "add", "-A"], cwd=scripts, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm",
-                    "tools by hand"], cwd=scripts, check=True)
+    await commit_paths(scripts, [f"{n}.{x}" for n in ("old_tool", "busy_tool")
+                                 for x in ("py", "json")], "tools by hand")
     now = time.time()
     book = {"old_tool": meta(now - 90 * DAY), "busy_tool": meta(now - 90 * DAY, now - DAY, 3, 3)}
     await bus.kv_put(bus.subjects.kv_state, "tools.meta", msgspec.json.encode(book))
@@ -73,6 +72,5 @@ async def test_the_review_proposes_and_the_approval_archives(
         assert "Archived old_tool to scripts/archive/" in reply.text
     assert (scripts / "archive" / "old_tool.py").exists()
     assert not (scripts / "old_tool.py").exists() and (scripts / "busy_tool.py").exists()
-    log = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=scripts, check=True,
-                         capture_output=True, text=True).stdout
+    _, log = await git(scripts, "log", "-1", "--format=%s")
     assert log.startswith("archive tools: old_tool")
