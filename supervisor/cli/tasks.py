@@ -80,10 +80,15 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
         text = str(job.get("prompt") or f"Run the scheduled task {name}.")
         text = text.replace("{now}", time.strftime("%Y-%m-%d %H:%M %Z")).replace(
             "{upcoming}", "see `wintermute tasks`")
+        hb = settings.agent.heartbeat
+        own = next((t.budget_tokens for t in settings.agent.scheduled_tasks if t.name == name), 0)
+        proactive = job.get("kind") == "proactive"
         turn = TurnRequest(
             id=f"task:{name}:manual-{time.time_ns()}", session=f"task:{name}",
             principal="heartbeat", text=text, reply_to=Sink.parse(str(job["sink"])),
-            is_owner=True, origin="schedule")
+            is_owner=True, origin="schedule",
+            budget_tokens=hb.proactive_budget if proactive else own,
+            purpose="proactive" if proactive else "heartbeat")
         await bus.publish(bus.subjects.inbound("schedule", subject_token(name)), turn)
         return True, f"Fired {name} now; its answer goes to {job['sink']}."
     finally:
