@@ -171,7 +171,7 @@ class Driver:
     async def send(self, text: str) -> str:
         msg = TerminalInput(id=uuid.uuid4().hex, chat=CHAT, text=text)
         self.sent[msg.id] = time.monotonic()
-        await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
+        await self.bus.send(msg)
         return msg.id
 
     async def poll(self) -> None:

@@ -240,8 +240,16 @@ class Bus(KvOps, StreamOps):
             data = msgspec.json.encode(value)
         return int(await (await self.kv(bucket)).put(key, data))
 
+    async def send(self, msg: Msg, *, headers: dict[str, str] | None = None) -> bool:
+        """Publish a contract on the subject its route derives from it (contracts/routes.py).
+
+        Returns False when JetStream reports the message as a duplicate.
+        """
+        return await self.publish(self.subjects.of(msg), msg, headers=headers)
+
     async def publish(self, subject: str, msg: Msg, *, headers: dict[str, str] | None = None) -> bool:
-        """Publish a contract to JetStream; the message id makes re-publishes no-ops.
+        """Publish a contract to JetStream on an explicit subject; prefer `send`, which derives
+        the subject from the route table. The message id makes re-publishes no-ops.
 
         Returns False when JetStream reports the message as a duplicate.
         """

@@ -54,9 +54,10 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     max_tokens: int = 4096
     # Set by the escalate tool: the answer goes back as this call's ToolResult, not to the planner.
     for_call: ToolRequest | None = None
-    # Set by the planner when the turn's chat shows a live preview (Telegram): stream the answer
-    # and publish LlmPreview events for this sink at a bounded rate.
+    # Set by the planner when the turn asks for a live preview (its `preview_interval`): stream
+    # the answer and publish LlmPreview events for this sink at most once per interval.
     preview_to: Sink | None = None
+    preview_interval: float = 0.0
     # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
     # proactive, observer, compaction, diagnosis. The session budget applies to user and
     # escalation calls; the daily budget to all.

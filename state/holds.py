@@ -77,7 +77,7 @@ async def _record(bus: Bus, kind: str, target: str, action: str, reason: str, by
         id=f"flatline:{kind}:{target}:{time.time_ns()}", kind=kind, target=target,
         action=action, reason=reason, evidence={**evidence, "by": by}, outcome="done",
     )
-    await bus.publish(bus.subjects.evt("flatline", kind, target), iv)
+    await bus.send(iv)
 
 
 async def release_tool(bus: Bus, name: str, by: str) -> str:

@@ -35,14 +35,8 @@ JSON_LOADS_ALLOWED = {
 
 #: supervisor/ modules that still import actors/.
 ACTOR_IMPORTS_ALLOWED = {
-    # Permanent: `wintermute actor NAME` is the actor process entry point (the supervisor
-    # spawns it, the Helm chart runs it); the import is lazy, inside that command.
-    "supervisor/cli/main.py": "the `actor` command runs an actor",
-    # TEMPORARY, removed by the lead after merging the other branches of issue 8:
-    # house-routes computes provisioning and the actor list from the route table,
-    "supervisor/process/provision.py": "temporary: route table (house-routes)",
-    "supervisor/process/supervisor.py": "temporary: route table (house-routes)",
-    # and replay drives a planner through the bus instead of importing it.
+    # TEMPORARY, removed by the lead after merging the replay branch (issue 8): replay drives
+    # a planner through the bus instead of importing it.
     "supervisor/cli/replay.py": "temporary: replay through the bus (replay)",
 }
 

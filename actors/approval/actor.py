@@ -6,12 +6,11 @@ import asyncio
 import hashlib
 import logging
 import time
-from typing import Any
 
 import msgspec
 
 from actors.base import Actor
-from bus import Subscription
+from bus import tracing
 from contracts import (
     ApprovalDecision,
     ApprovalPrompt,
@@ -42,11 +41,7 @@ def short_id(seed: str) -> str:
 
 class ApprovalActor(Actor):
     name = "approval"
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(s.stream_cmd, "approval", (s.cmd("approval", "*"),), ordered_by="")
-        return [(sub, ApprovalInbox)]
+    inbox = ApprovalInbox
 
     async def on_start(self) -> None:
         self.bucket = self.subjects.kv_approvals
@@ -72,7 +67,7 @@ class ApprovalActor(Actor):
             id=f"{msg.id}:prompt", approval_id=aid, sink=sink,
             summary=f"{msg.summary}\nWhy: {msg.reason}", expires_at=pending.expires_at,
         )
-        await self.publish(self.subjects.outbound(sink.channel, sink.chat), prompt)
+        await self.send(prompt)
 
     async def _on_decision(self, msg: ApprovalDecision) -> None:
         owner = msg.is_owner and msg.principal in self.config.owner.principals
@@ -108,15 +103,15 @@ class ApprovalActor(Actor):
             id=f"{req.id}:resolved", approval_id=pending.approval_id, session=req.session,
             status=status, call=req.call, sink=req.call.reply_to if req.call else req.sink,
         )
-        await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
+        # The continuation belongs to the turn that asked (its trace), linked to the decision.
+        with tracing.resume(req.traceparent, "approval resolved", **{
+                "wintermute.approval_id": pending.approval_id, "wintermute.outcome": status}):
+            await self.send(resolved)
         await self.bus.kv_delete(self.bucket, pending.approval_id)
 
     async def _tell(self, text: str, ref: str) -> None:
         sink = Sink.parse(self.config.owner.sink)
-        await self.publish(
-            self.subjects.outbound(sink.channel, sink.chat),
-            Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"),
-        )
+        await self.send(Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"))
 
     async def _expire_loop(self) -> None:
         while True:

@@ -68,7 +68,7 @@ class Inbound:
     async def notify(self, msg_id: str, sink: Sink, text: str) -> None:
         """Answer in a chat through the outbound stream (so it is sent exactly once)."""
         notice = Notice(id=msg_id, sink=sink, text=text, source="telegram")
-        await self.a.bus.publish(self.a.subjects.outbound("telegram", sink.chat), notice)
+        await self.a.bus.send(notice)
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -119,8 +119,9 @@ class Inbound:
         turn = TurnRequest(
             id=base, session=session, principal=principal, text=text, reply_to=sink,
             is_owner=ctx.is_owner, attachments=attachments,
+            preview_interval=self.cfg.preview_interval_secs if self.cfg.preview else 0.0,
         )
-        await self.a.bus.publish(self.a.subjects.inbound("telegram", sink.chat), turn)
+        await self.a.bus.send(turn)
         self.a.typing.start(base, sink)
 
     def _addressed(self, msg: Any, text: str) -> tuple[bool, str]:
@@ -158,7 +159,7 @@ class Inbound:
                 summary=f"Let Telegram user {who}, id {user.id}, talk to the agent?",
                 reason="they wrote to the bot and are not in channels.telegram.allowed_users",
             )
-            await self.a.bus.publish(self.a.subjects.cmd("approval", "request"), request)
+            await self.a.bus.send(request)
             await self.notify(f"{base}:pairing", sink, PAIRING_ASKED)
             await self.a.state_put(key, msgspec.json.encode(PairingRequest(chat=sink.chat)))
             return
@@ -187,7 +188,7 @@ class Inbound:
             id=f"{base}:decision", approval_id=approval_id, approved=approved,
             principal=f"telegram:{query.from_user.id}", is_owner=True,
         )
-        await self.a.bus.publish(self.a.subjects.cmd("approval", "decide"), decision)
+        await self.a.bus.send(decision)
         word = "Approved" if approved else "Denied"
         await self._answer(query, f"{word}.")
         message = query.message

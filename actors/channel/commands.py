@@ -56,7 +56,7 @@ async def _decide(actor: Any, ctx: CommandContext, rest: str, approved: bool) ->
         id=f"{ctx.input_id}:decision", approval_id=rest.split()[0], approved=approved,
         principal=ctx.principal, is_owner=ctx.is_owner,
     )
-    await actor.bus.publish(actor.subjects.cmd("approval", "decide"), decision)
+    await actor.bus.send(decision)
     return f"Sent: {'approve' if approved else 'deny'} {decision.approval_id}."
 
 
@@ -70,7 +70,7 @@ async def _deny(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
     reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session)
-    await actor.bus.publish(actor.subjects.cmd("planner", "reset"), reset)
+    await actor.bus.send(reset)
     return ("This conversation's history was cleared and its session budget starts afresh; "
             "memories stay.")
 
@@ -124,7 +124,7 @@ async def _release(actor: Any, ctx: CommandContext, name: str) -> str:
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     release = HoldRelease(id=f"{ctx.input_id}:release", kind="tool", name=name,
                           principal=ctx.principal, is_owner=ctx.is_owner, reply_to=sink)
-    await actor.bus.publish(actor.subjects.cmd("supervisor", "release"), release)
+    await actor.bus.send(release)
     return f"Asked the supervisor to release the tool {name}; the outcome goes to {sink}."
 
 
@@ -133,7 +133,7 @@ async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     revert = ScriptsRevert(id=f"{ctx.input_id}:revert", principal=ctx.principal,
                            is_owner=ctx.is_owner, reply_to=sink)
-    await actor.bus.publish(actor.subjects.cmd("executor", "revert"), revert)
+    await actor.bus.send(revert)
     return f"Asked the executor to undo the last change in scripts/; the outcome goes to {sink}."
 
 

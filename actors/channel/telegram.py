@@ -204,7 +204,7 @@ class TelegramAdapter(Adapter):
             day = time.strftime("%Y%m%d")
             notice = Notice(id=f"telegram:disabled:{day}", sink=sink, text=why, source="telegram")
             try:
-                await self.bus.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+                await self.bus.send(notice)
             except PublishError as exc:
                 log.warning("could not tell the owner: %s", exc)
 
@@ -299,7 +299,7 @@ class TelegramAdapter(Adapter):
             subject="telegram.update", stream="", stream_seq=0, deliveries=attempts,
             payload=payload,
         )
-        await self.bus.publish(self.subjects.dlq("channel"), letter)
+        await self.bus.send(letter)
 
     # -- outbound ------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.tools import core_tools
-from bus import Subscription
+from bus import tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
@@ -41,6 +41,7 @@ ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
 
 class ExecutorActor(Actor):
     name = "executor"
+    inbox = ExecutorInbox
 
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
@@ -75,14 +76,6 @@ class ExecutorActor(Actor):
         facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(),
                                  "agent_tools": self.scripts.names()}, ExecutorFacts)
         await self.bus.kv_put(self.subjects.kv_state, "executor", facts)
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        cmd = Subscription(s.stream_cmd, "executor", (s.cmd("executor", "*"),))
-        evt = Subscription(
-            s.stream_evt, "executor-approvals", (f"{s.p}.evt.approval.resolved.>",)
-        )
-        return [(cmd, ExecutorInbox), (evt, ExecutorInbox)]
 
     def health_info(self) -> dict[str, Any]:
         sandbox = getattr(self, "sandbox", None)
@@ -146,9 +139,9 @@ class ExecutorActor(Actor):
         approval = ApprovalRequest(
             id=f"{req.id}:approval", session=req.session,
             summary=f"{req.name}: {self.ctx.redactor.redact(str(detail))[:500]}", reason=reason,
-            call=req, sink=Sink.parse(self.config.owner.sink),
+            call=req, sink=Sink.parse(self.config.owner.sink), traceparent=tracing.current(),
         )
-        await self.publish(self.subjects.cmd("approval", "request"), approval)
+        await self.send(approval)
         await self._result(
             req, True,
             f"Waiting for the owner's approval to run this ({reason}). It will run once "
@@ -179,6 +172,10 @@ class ExecutorActor(Actor):
         if out is None:
             return  # forwarded: another actor answers
         duration_ms = int((time.monotonic() - started) * 1000)
+        tracing.annotate({"gen_ai.tool.name": req.name, "wintermute.tool.ok": out.ok,
+                            "wintermute.tool.duration_ms": duration_ms})
+        if not out.ok:
+            tracing.failed(f"{req.name} failed")
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
         await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)
@@ -188,7 +185,7 @@ class ExecutorActor(Actor):
             error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
             timed_out=out.timed_out, version=version,
         )
-        await self.publish(self.subjects.evt("tool", "outcome", req.name), outcome)
+        await self.send(outcome)
 
     async def _on_resolved(self, msg: ApprovalResolved) -> None:
         call = msg.call
@@ -214,4 +211,4 @@ class ExecutorActor(Actor):
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
         )
-        await self.publish(self.subjects.evt("tool", "result", req.session), result)
+        await self.send(result)

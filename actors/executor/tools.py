@@ -76,7 +76,7 @@ class MemorySaveTool(Tool):
             content=ctx.redactor.redact(arg_str(req, "content")),
             kind=arg_str(req, "kind", "fact"), for_call=req,
         )
-        await ctx.bus.publish(ctx.subjects.cmd("memory", "save"), save)
+        await ctx.bus.send(save)
 
 
 class MemorySearchTool(Tool):
@@ -99,7 +99,7 @@ class MemorySearchTool(Tool):
             id=f"{req.id}:memory", session=req.session, query=arg_str(req, "query"),
             limit=arg_int(req, "limit", 5), for_call=req,
         )
-        await ctx.bus.publish(ctx.subjects.cmd("memory", "search"), search)
+        await ctx.bus.send(search)
 
 
 def core_tools(gate: PolicyGate) -> list[Tool]:

@@ -99,7 +99,7 @@ class HeartbeatActor(Actor):
             sink = Sink.parse(self.config.owner.sink)
             notice = Notice(id=f"heartbeat:notice:{short_hash(text, 16)}", sink=sink,
                             text=text, source="heartbeat")
-            await self.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+            await self.send(notice)
         except Exception as exc:  # noqa: BLE001 - the log line above already says it
             log.warning("could not tell the owner: %s", exc)
 
@@ -148,7 +148,7 @@ class HeartbeatActor(Actor):
             text=text, reply_to=sink, is_owner=True, origin="schedule", budget_tokens=job.budget,
             purpose="proactive" if job.kind == "proactive" else "heartbeat",
         )
-        await self.publish(self.subjects.inbound("schedule", subject_token(job.name)), turn)
+        await self.send(turn)
         log.info("fired %s %s", job.kind, job.name)
         return "fired"
 

@@ -81,6 +81,6 @@ async def propose(actor: HeartbeatActor, suffix: str, now: float) -> str:
                 "scripts/archive/ and /revert brings them back")[:1000],
         call=call, sink=sink,
     )
-    await actor.publish(s.cmd("approval", "request"), request)
+    await actor.send(request)
     log.info("tool review: proposed archiving %s", ", ".join(names))
     return f"proposed archiving {len(names)} tool{'s' if len(names) != 1 else ''}"

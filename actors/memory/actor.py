@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from bus import Subscription
 from contracts import (
     MemorySave,
     MemorySearch,
@@ -26,6 +25,7 @@ MemoryInbox = MemorySave | MemorySearch | Recall
 
 class MemoryActor(Actor):
     name = "memory"
+    inbox = MemoryInbox
 
     async def on_start(self) -> None:
         from actors.memory.store import MemoryStore
@@ -34,11 +34,6 @@ class MemoryActor(Actor):
         self.store = await asyncio.to_thread(MemoryStore, path)
         self.count = await asyncio.to_thread(self.store.count)
         await self._publish_stats()
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(s.stream_cmd, "memory", (s.cmd("memory", "*"),), concurrency=4)
-        return [(sub, MemoryInbox)]
 
     def health_info(self) -> dict[str, Any]:
         return {"memories": getattr(self, "count", 0)}
@@ -91,11 +86,11 @@ class MemoryActor(Actor):
             id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id, hits=hits,
             error=error,
         )
-        await self.publish(self.subjects.evt("memory", "recalled", msg.session), out)
+        await self.send(out)
 
     async def _answer(self, call: ToolRequest, ok: bool, text: str) -> None:
         result = ToolResult(
             id=f"{call.id}:result", session=call.session, turn_id=call.turn_id, step=call.step,
             call_id=call.call_id, name=call.name, ok=ok, output=text, reply_to=call.reply_to,
         )
-        await self.publish(self.subjects.evt("tool", "result", call.session), result)
+        await self.send(result)

@@ -11,7 +11,6 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
-from bus import Subscription
 from contracts import SessionIdle
 
 log = logging.getLogger(__name__)
@@ -21,6 +20,7 @@ _peek = msgspec.json.Decoder(dict[str, Any])
 
 class ObserverActor(Actor):
     name = "observer"
+    inbox = msgspec.Raw
 
     async def on_start(self) -> None:
         logs = self.home / "logs"
@@ -29,20 +29,6 @@ class ObserverActor(Actor):
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
         self.spawn(self._idle_loop(), "idle")
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        subs = []
-        for stream, durable in (
-            (s.stream_in, "observer-in"), (s.stream_out, "observer-out"),
-            (s.stream_cmd, "observer-cmd"), (s.stream_evt, "observer-evt"),
-            (s.stream_dlq, "observer-dlq"),
-        ):
-            # Raw: the observer logs whatever arrives, garbage included, and never rejects it.
-            sub = Subscription(stream, durable, (f"{s.p}.>",), ordered_by="", dedupe=False,
-                               concurrency=1)
-            subs.append((sub, msgspec.Raw))
-        return subs
 
     async def handle(self, raw: msgspec.Raw) -> None:
         data = bytes(raw)
@@ -74,7 +60,7 @@ class ObserverActor(Actor):
                         id=f"idle:{session}:{int(last)}", session=session, idle_secs=now - last,
                         last_activity=last,
                     )
-                    await self.publish(self.subjects.evt("session", "idle", session), event)
+                    await self.send(event)
                     self.idle_sent[session] = last
                     del self.last_activity[session]
             await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

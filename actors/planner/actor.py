@@ -16,7 +16,6 @@ from typing import Any
 from actors.base import Actor
 from actors.planner import _guard, context
 from actors.planner.state import SessionState, TurnState, dump, load
-from bus import Subscription
 from contracts import (
     ChatMessage,
     LlmRequest,
@@ -42,29 +41,11 @@ PlannerInbox = TurnRequest | Recalled | LlmResponse | ToolResult | SessionReset
 
 class PlannerActor(Actor):
     name = "planner"
+    inbox = PlannerInbox
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._locks: dict[str, asyncio.Lock] = {}
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        return [
-            (Subscription(s.stream_in, "planner-in", (f"{s.p}.in.>",)), PlannerInbox),
-            (
-                Subscription(
-                    s.stream_evt,
-                    "planner-evt",
-                    (
-                        f"{s.p}.evt.llm.response.>",
-                        f"{s.p}.evt.tool.result.>",
-                        f"{s.p}.evt.memory.recalled.>",
-                    ),
-                ),
-                PlannerInbox,
-            ),
-            (Subscription(s.stream_cmd, "planner-cmd", (s.cmd("planner", "*"),)), PlannerInbox),
-        ]
 
     # -- state -----------------------------------------------------------------------------
 
@@ -94,7 +75,7 @@ class PlannerActor(Actor):
             case LlmResponse():
                 return await self._on_llm(state, msg)
             case ToolResult(deferred=True):
-                return await self._on_turn(state, self._deferred_turn(msg))
+                return await self._on_turn(state, self._deferred_turn(state, msg))
             case ToolResult():
                 return await self._on_tool(state, msg)
             case SessionReset():
@@ -111,6 +92,8 @@ class PlannerActor(Actor):
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
+        if req.origin == "user":
+            state.preview_interval, state.preview_sink = req.preview_interval, req.reply_to
         if state.active is not None:
             state.queue.append(req)
             return True
@@ -123,9 +106,9 @@ class PlannerActor(Actor):
                      req.session)
         state.active = TurnState(request=req)
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
-        await self.publish(self.subjects.cmd("memory", "recall"), recall)
+        await self.send(recall)
 
-    def _deferred_turn(self, result: ToolResult) -> TurnRequest:
+    def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
         status = "succeeded" if result.ok else "failed"
         text = (
             f"[Event] The earlier {result.name} call {result.call_id} {status} after its turn "
@@ -137,6 +120,8 @@ class PlannerActor(Actor):
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
             reply_to=sink, is_owner=True, origin="event",
+            # The chat's preview cadence, as its channel set it on the session's last user turn.
+            preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
 
     async def _on_recalled(self, state: SessionState, msg: Recalled) -> bool:
@@ -157,21 +142,16 @@ class PlannerActor(Actor):
     async def _ask_model(self, turn: TurnState, tools: list[ToolSpec]) -> None:
         purpose = _guard.purpose_of(turn.request)
         # The seed's 70/85/95 % warnings, as they stand at this step.
-        note = await budget.budget_note(self.bus, self.config.budget,
-                                                turn.request.session, purpose)
+        note = await budget.budget_note(self.bus, self.config.budget, turn.request.session,
+                                        purpose)
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
-            tools=tools, preview_to=self._preview_to(turn.request), purpose=purpose,
+            tools=tools, purpose=purpose,
+            preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
+            preview_interval=turn.request.preview_interval,
         )
-        await self.publish(self.subjects.cmd("llm", "complete"), req)
-
-    def _preview_to(self, req: TurnRequest) -> Sink | None:
-        """Where the answer may be shown while it is written: Telegram chats, not scheduled turns."""
-        sink = req.reply_to
-        if sink.channel == "telegram" and self.config.channels.telegram.preview:
-            return sink if req.origin != "schedule" else None
-        return None
+        await self.send(req)
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
         turn = state.active
@@ -221,7 +201,7 @@ class PlannerActor(Actor):
                 arguments=call.arguments, is_owner=turn.request.is_owner,
                 reply_to=turn.request.reply_to,
             )
-            await self.publish(self.subjects.cmd("executor", "run"), req)
+            await self.send(req)
         await self._maybe_continue(state, turn)
         return True
 
@@ -262,7 +242,7 @@ class PlannerActor(Actor):
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
         )
-        await self.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat), reply)
+        await self.send(reply)
         if record:
             state.append_history(turn.messages[turn.new_from :])
         state.remember_turn(turn.turn_id)
@@ -280,7 +260,7 @@ class PlannerActor(Actor):
         outcome = TaskOutcome(id=f"{turn.turn_id}:task", task=task, turn_id=turn.turn_id,
                               ok=not failure and not skipped, reason=failure[:500],
                               skipped=skipped)
-        await self.publish(self.subjects.evt("task", "outcome", task), outcome)
+        await self.send(outcome)
 
     # -- shared facts ------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts import ChatMessage, ToolResult, TurnRequest
+from contracts import ChatMessage, Sink, ToolResult, TurnRequest
 
 HISTORY_MESSAGES = 40
 TOOL_OUTPUT_IN_HISTORY = 2000
@@ -39,6 +39,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     active: TurnState | None = None
     queue: list[TurnRequest] = msgspec.field(default_factory=list)
     recent: list[str] = msgspec.field(default_factory=list)
+    # The last user turn's preview cadence and chat, for turns the planner starts itself.
+    preview_interval: float = 0.0
+    preview_sink: Sink | None = None
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""

@@ -37,7 +37,7 @@ class ChatClient:
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
 
-        subject = self.bus.subjects.evt("channel", "delivered", self.chat)
+        subject = self.bus.subjects.route(Delivered, chat=self.chat)
         await self.bus.subscribe(subject, on_msg)
 
     async def send(self, text: str) -> str:
@@ -51,7 +51,7 @@ class ChatClient:
             return msg.id
         if guard.action == "redact":
             msg = TerminalInput(id=msg.id, chat=self.chat, text=guard.text)
-        await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
+        await self.bus.send(msg)
         return msg.id
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -232,10 +233,14 @@ def restore(archive: Path) -> None:
 @main.command()
 @click.argument("name")
 def actor(name: str) -> None:
-    """Run one actor in the foreground (what the supervisor and Kubernetes run)."""
-    from actors.runtime import run_actor
+    """Run one actor in the foreground (what Kubernetes runs; `python -m actors NAME`)."""
+    from contracts.routes import ACTORS
 
-    asyncio.run(run_actor(name, _settings()))
+    if name not in ACTORS:
+        raise click.BadParameter(f"unknown actor {name!r}; actors are: {', '.join(ACTORS)}")
+    _settings()  # a configuration error is reported here, before the hand-over
+    # Replace this process by the actors' entry point, so the CLI imports no actor code.
+    os.execv(sys.executable, [sys.executable, "-m", "actors", name])
 
 
 @main.command()

@@ -132,10 +132,12 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     env = {"WM__NATS__URL": bus.url, "WM__NATS__PREFIX": scratch}
     scratch_settings = load_settings(settings.home, {**_plain_env(), **env})
     user, password = nats_login(settings)
-    login = {"credentials": settings.config.nats.credentials, "user": user, "password": password}
-    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(**login)
+    creds = settings.config.nats.credentials
+    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(
+        credentials=creds, user=user, password=password)
     report: list[str] = []
-    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(**login)
+    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(
+        credentials=creds, user=user, password=password)
     try:
         await _drop_scratch(sbus)
         await sbus.provision()
@@ -188,7 +190,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
             case Recall():
                 recalled = turn.recalled or Recalled(
                     id=f"{msg.id}:recalled", session=msg.session, turn_id=msg.turn_id)
-                await sbus.publish(s.evt("memory", "recalled", msg.session), recalled)
+                await sbus.send(recalled)
             case LlmRequest():
                 old = turn.llm_requests.get(msg.step)
                 answer = turn.llm_responses.get(msg.step)
@@ -200,7 +202,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                 diffs = compare_requests(old, msg)
                 report.append(f"step {msg.step} model request: "
                               + ("same" if not diffs else "DIFFERENT\n    " + "\n    ".join(diffs)))
-                await sbus.publish(s.evt("llm", "response", msg.session), answer)
+                await sbus.send(answer)
             case ToolRequest():
                 result = turn.tool_results.get(msg.id)
                 if result is None:
@@ -209,7 +211,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                     done.set()
                     return
                 report.append(f"tool call {msg.name}: answered from the recording")
-                await sbus.publish(s.evt("tool", "result", msg.session), result)
+                await sbus.send(result)
             case Reply():
                 old_text = turn.reply.text if turn.reply else None
                 same = old_text == msg.text
@@ -218,8 +220,7 @@ async def _answer(sbus: Bus, turn: RecordedTurn, timeout: float) -> list[str]:
                 done.set()
 
     sub = await sbus.subscribe(f"{s.p}.>", on_msg)
-    await sbus.publish(s.inbound(turn.request.reply_to.channel, turn.request.reply_to.chat),
-                       turn.request)
+    await sbus.send(turn.request)
     try:
         await asyncio.wait_for(done.wait(), timeout)
     except TimeoutError:

@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from bus import Bus
-from contracts import Sink, TurnRequest, subject_token
+from contracts import Sink, TurnRequest
 from contracts.config import Settings
 from contracts.records import Schedule
 from state import budget
@@ -89,7 +89,7 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
             is_owner=True, origin="schedule",
             budget_tokens=hb.proactive_budget if proactive else own,
             purpose="proactive" if proactive else "heartbeat")
-        await bus.publish(bus.subjects.inbound("schedule", subject_token(name)), turn)
+        await bus.send(turn)
         return True, f"Fired {name} now; its answer goes to {job['sink']}."
     finally:
         await bus.close()

@@ -97,9 +97,9 @@ async def revert_scripts(settings: Settings, timeout: float) -> tuple[bool, str]
             if msg.request_id == request.id and not answer.done():
                 answer.set_result(msg)
 
-        subject = bus.subjects.evt("scripts", "reverted", request.id)
+        subject = bus.subjects.route(ScriptsReverted, request_id=request.id)
         await bus.subscribe(subject, on_msg)
-        await bus.publish(bus.subjects.cmd("executor", "revert"), request)
+        await bus.send(request)
         try:
             done = await asyncio.wait_for(answer, timeout)
         except TimeoutError:

@@ -14,13 +14,14 @@ from pathlib import Path
 from bus import Bus
 from contracts import ChatMessage, LlmRequest, LlmResponse
 from contracts.config import Settings
+from contracts.routes import DIAGNOSIS_SESSION
 from kit.redact import Redactor
 from state import budget
 from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 
-SESSION = "flatline-diagnosis"  # its responses arrive on wm.evt.llm.response.flatline-diagnosis
+SESSION = DIAGNOSIS_SESSION  # its responses arrive on wm.evt.llm.response.flatline-diagnosis
 PREFIX = "flatline:diagnose:"
 LOG_LINES = 60
 SYSTEM = (
@@ -70,7 +71,7 @@ class Diagnoser:
             messages=[ChatMessage(role="system", content=SYSTEM),
                       ChatMessage(role="user", content=f"Actor: {target}\nLog tail:\n{text}")],
         )
-        await self.bus.publish(self.bus.subjects.cmd("llm", "complete"), request)
+        await self.bus.send(request)
         return ""
 
     async def on_response(self, msg: LlmResponse) -> None:

@@ -14,7 +14,7 @@ import time
 
 from msgspec.structs import replace
 
-from bus import Bus, Consumer, Subscription
+from bus import Bus, Consumer, subscription
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
@@ -27,6 +27,7 @@ from contracts import (
 )
 from contracts.config import Settings
 from contracts.records import TaskHold, ToolHold
+from contracts.routes import FLATLINE_SESSION, SUPERVISOR, durable
 from state.holds import (
     disabled_tasks,
     enable_task,
@@ -39,7 +40,6 @@ from state.holds import (
     window_key,
 )
 from supervisor.flatline import scripts_git, tool_rules
-from supervisor.flatline.diagnosis import SESSION as DIAGNOSIS_SESSION
 from supervisor.flatline.diagnosis import Diagnoser
 from supervisor.flatline.digest import Digest
 from supervisor.flatline.scripts_git import Commit
@@ -47,7 +47,7 @@ from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 
-SESSION = "flatline"  # approvals Flatline asks for carry this session
+SESSION = FLATLINE_SESSION  # approvals Flatline asks for carry this session
 REVERT_PREFIX = "flatline:revert:"
 FlatlineInbox = ApprovalResolved | ScriptsReverted | LlmResponse
 
@@ -67,27 +67,20 @@ class Flatline:
         self.disabled: dict[str, TaskHold] = {}
 
     def consumers(self) -> list[Consumer]:
+        # Declared in contracts/routes.py (the flatline filter names this module's SESSION
+        # and the diagnosis session).
         s = self.bus.subjects
-        p = s.p
         return [
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_evt, "supervisor-tools", (f"{p}.evt.tool.outcome.>",), ordered_by="tool",
-            ), ToolOutcome, self.on_tool_outcome),
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_evt, "supervisor-tasks", (f"{p}.evt.task.outcome.>",), ordered_by="task",
-            ), TaskOutcome, self.on_task_outcome),
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_evt, "supervisor-flatline",
-                (f"{p}.evt.approval.resolved.{SESSION}", f"{p}.evt.scripts.reverted.>",
-                 f"{p}.evt.llm.response.{DIAGNOSIS_SESSION}"),
-                ordered_by="",
-            ), FlatlineInbox, self.on_event),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-tools")),
+                     ToolOutcome, self.on_tool_outcome),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-tasks")),
+                     TaskOutcome, self.on_task_outcome),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-flatline")),
+                     FlatlineInbox, self.on_event),
             # The owner's releases from the chat (/tools release): durable, so one sent while
             # the supervisor restarts is applied when it is back.
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_cmd, "supervisor-release", (s.cmd("supervisor", "release"),),
-                ordered_by="name",
-            ), HoldRelease, self.on_release),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-release")),
+                     HoldRelease, self.on_release),
         ]
 
     async def run(self) -> None:
@@ -177,7 +170,7 @@ class Flatline:
             reason="Flatline proposes undoing the change that broke a tool",
             sink=self.announce.sink,
         )
-        await self.bus.publish(self.bus.subjects.cmd("approval", "request"), request)
+        await self.bus.send(request)
         await self.announce.intervene(
             "revert", tool, f"Proposed reverting scripts commit {commit.sha[:8]}.",
             f"The tool {tool} {verdict.reason}.", ref=f"{ref}:proposed",
@@ -219,7 +212,7 @@ class Flatline:
             return
         revert = ScriptsRevert(id=f"{request_id}:do", principal="flatline", is_owner=True,
                                reply_to=self.announce.sink)
-        await self.bus.publish(self.bus.subjects.cmd("executor", "revert"), revert)
+        await self.bus.send(revert)
         await self.announce.intervene(
             "revert", tool, f"Asked the executor to revert scripts commit {sha[:8]}.",
             "The owner approved it.", ref=f"{request_id}:approved", outcome="approved",

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from bus import Bus
-from contracts import Intervention, Notice, Sink, subject_token
+from contracts import Intervention, Notice, Sink
 from contracts.config import Settings
 from contracts.records import InterventionNote
 
@@ -62,7 +62,7 @@ class Announcer:
         sink = sink or self.sink
         notice = Notice(id=f"{ref}:notice", sink=sink, text=text, source="flatline")
         try:
-            await self.bus.publish(self.bus.subjects.outbound(sink.channel, sink.chat), notice)
+            await self.bus.send(notice)
         except Exception as exc:  # noqa: BLE001 - the record below still happens
             log.warning("could not notify the owner: %s", exc)
 
@@ -70,9 +70,7 @@ class Announcer:
         """Publish the intervention, remember it, and tell the owner `notify` if given."""
         log.warning("intervention %s on %s: %s (%s)", iv.kind, iv.target, iv.action, iv.reason)
         try:
-            await self.bus.publish(
-                self.bus.subjects.evt("flatline", iv.kind, subject_token(iv.target)), iv
-            )
+            await self.bus.send(iv)
         except Exception as exc:  # noqa: BLE001 - keep going; the log line above remains
             log.warning("could not record the intervention: %s", exc)
         self.recent.append(InterventionNote(

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors import ACTORS, STOP_ORDER
-from bus import Bus, Consumer, Subscription
+from bus import Bus, Consumer, subscription
 from contracts import DeadLetter
 from contracts.config import Settings
 from contracts.records import ActorRunState, SupervisorStatus
+from contracts.routes import ACTORS, STOP_ORDER, durable
 from supervisor.flatline.diagnosis import log_tail
 from supervisor.flatline.policy import Flatline
 from supervisor.process.announce import Announcer
@@ -107,8 +107,7 @@ class Supervisor:
         self._tasks.append(asyncio.create_task(self._watch_health()))
         dlq = Consumer(
             self.bus, "supervisor",
-            Subscription(self.bus.subjects.stream_dlq, "supervisor-dlq",
-                         (f"{self.bus.subjects.p}.dlq.>",), ordered_by="", dedupe=False),
+            subscription(self.bus.subjects, durable("supervisor-dlq")),
             DeadLetter, self._on_dead_letter,
         )
         self._tasks.append(asyncio.create_task(dlq.run()))

@@ -63,12 +63,12 @@ async def test_the_review_proposes_and_the_approval_archives(
                                      "tool_review = '*/2 * * * * *'\n")
     settings = settings_for(WM__MODELS__DEFAULT="openai/test-model")
     async with chat(settings) as owner, actors(settings, *ALL, "heartbeat"):
-        prompt = await owner.next(("approval",), timeout=30)
+        prompt = await owner.next(("approval",), timeout=90)
         assert "archive_tools: old_tool" in prompt.text and "busy_tool" not in prompt.text
         assert "never used in the 90 days" in prompt.text
         assert (scripts / "old_tool.py").exists()  # nothing happens before the owner says yes
         await owner.say(f"/approve {prompt.ref}")
-        reply = await owner.next(("reply",), timeout=60)  # the agent tells the owner
+        reply = await owner.next(("reply",), timeout=90)  # the agent tells the owner
         assert "Archived old_tool to scripts/archive/" in reply.text
     assert (scripts / "archive" / "old_tool.py").exists()
     assert not (scripts / "old_tool.py").exists() and (scripts / "busy_tool.py").exists()

@@ -319,3 +319,30 @@ def test_credentials_are_private_and_kept(secured: Secured) -> None:
 def test_one_grant_per_actor_and_the_channels_are_the_adapters() -> None:
     assert set(GRANTS) == {*ACTORS, SUPERVISOR, CLI}
     assert set(CHANNELS) == set(ADAPTERS)
+
+
+async def test_every_role_may_publish_what_the_route_table_says_it_produces(
+    secured: Secured,
+) -> None:
+    """The grants come from contracts/routes.py: each producer's subjects are accepted."""
+    from contracts.routes import publishes
+
+    admin = await secured.bus(SUPERVISOR)
+    published: list[tuple[str, str]] = []
+    try:
+        for role in (*ACTORS, CLI):
+            bus = await secured.bus(role)
+            try:
+                for pattern in publishes(role):
+                    subject = "wm." + pattern.replace("*", "probe").replace(">", "probe")
+                    ack = await bus.js.publish(subject, b"{}", timeout=5)
+                    published.append((ack.stream, subject))
+                await bus.nc.flush()
+                assert not bus.denied, f"{role}: {list(bus.denied)}"
+            finally:
+                await bus.close()
+    finally:
+        for stream, subject in published:  # leave the streams as the other tests expect them
+            await admin.js.purge_stream(stream, subject=subject)
+        await admin.close()
+    assert {s for s, _ in published} == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ"}

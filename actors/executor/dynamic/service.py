@@ -124,11 +124,11 @@ class ScriptsService:
         log.info("revert requested by %s: %s", msg.principal or "unknown", done.text)
         event = ScriptsReverted(id=f"{msg.id}:reverted", request_id=msg.id, ok=done.ok,
                                 text=done.text, commit=done.commit, files=done.files)
-        await self.actor.publish(subjects.evt("scripts", "reverted", msg.id), event)
+        await self.actor.send(event)
         if msg.reply_to is not None:
             sink = msg.reply_to
             notice = Notice(id=f"{msg.id}:notice", sink=sink, text=done.text, source="executor")
-            await self.actor.publish(subjects.outbound(sink.channel, sink.chat), notice)
+            await self.actor.send(notice)
 
     def health(self) -> dict[str, Any]:
         return {"agent_tools": len(self.registry.names())}
