@@ -105,7 +105,8 @@ class PlannerActor(Actor):
             log.info("session %s was paused by its budget; renewed by the user's message",
                      req.session)
         state.active = TurnState(request=req)
-        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
+        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
+                        principal=req.principal, is_owner=req.is_owner)
         await self.send(recall)
 
     def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
@@ -128,7 +129,8 @@ class PlannerActor(Actor):
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
-        system = context.system_prompt(self.settings, msg.hits, "")
+        system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
+                                       state.summary)
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -154,6 +156,8 @@ class PlannerActor(Actor):
         await self.send(req)
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.turn_id.endswith(":summary"):
+            return self._on_summary(state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -199,7 +203,7 @@ class PlannerActor(Actor):
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to,
+                reply_to=turn.request.reply_to, principal=turn.request.principal,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)
@@ -244,12 +248,30 @@ class PlannerActor(Actor):
         )
         await self.send(reply)
         if record:
-            state.append_history(turn.messages[turn.new_from :])
+            dropped = state.append_history(turn.messages[turn.new_from :])
+            if dropped:  # older history leaves the context: fold it into the rolling summary
+                await self._summarize(state, turn.turn_id, dropped)
         state.remember_turn(turn.turn_id)
         state.active = None
         if state.queue:
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
+
+    async def _summarize(self, state: SessionState, turn_id: str,
+                         dropped: list[ChatMessage]) -> None:
+        req = LlmRequest(
+            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
+            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
+            max_tokens=800, purpose="compaction",
+        )
+        await self.send(req)
+
+    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.error or not msg.content.strip():
+            log.warning("no conversation summary: %s", msg.error or "empty answer")
+            return False
+        state.summary = msg.content.strip()[:4000]
+        return True
 
     async def _task_outcome(self, turn: TurnState, failure: str, skipped: bool) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks;
