@@ -142,6 +142,11 @@ class ExecutorFacts(Record, frozen=True, kw_only=True):
     agent_tools: list[str] = msgspec.field(default_factory=list)
     # MCP servers by name: state (ready | restarting | starting), tools, error, restarts
     mcp: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    # Docker/Podman mode: the warm container, its image, the API it runs on, set-up notes
+    container: str = ""
+    image: str = ""
+    docker_host: str = ""
+    setup: str = ""
 
 
 class MemoryFacts(Record, frozen=True, kw_only=True):
