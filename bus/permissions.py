@@ -54,7 +54,9 @@ GRANTS: dict[str, Grant] = {
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
                   "state:telegram.>"),
     ),
-    "planner": Grant(kv_read=("state", "budget"), kv_write=("sessions:>",)),
+    "planner": Grant(kv_read=("state", "budget"),
+                     # budget: renewal of a paused session on the next message, /reset
+                     kv_write=("sessions:>", "budget:session.>")),
     "llm": Grant(kv_write=("budget:day.>", "budget:session.>")),
     "executor": Grant(
         kv_read=("state", "tools"),
@@ -70,7 +72,7 @@ GRANTS: dict[str, Grant] = {
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         subscribe=(">",),
-        kv_read=("state", "tools"),
+        kv_read=("state", "tools", "budget"),
         # sessions: `replay --fork-at` seeds the history of the new session it forks into
         # budget:day: `replay --model` charges a live model's tokens to today's budget
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",

@@ -58,6 +58,10 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # the answer and publish LlmPreview events for this sink at most once per interval.
     preview_to: Sink | None = None
     preview_interval: float = 0.0
+    # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
+    # proactive, observer, compaction, diagnosis. The session budget applies to user and
+    # escalation calls; the daily budget to all.
+    purpose: str = "user"
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -72,6 +76,8 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     model: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: str = ""
+    # Set with `error` when a spent budget stopped the call: "session" or "day".
+    budget: str = ""
 
 
 class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):

@@ -11,6 +11,7 @@ import msgspec
 from bus import Bus
 from contracts.config import Settings
 from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
+from state import budget, budget_view
 from state.holds import disabled_tasks, quarantined_tools
 from supervisor.process.up import running_instance
 
@@ -94,9 +95,21 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         memory = await bus.kv_get_as(bus.subjects.kv_state, "memory", MemoryFacts)
         if memory is not None:
             status["memory"] = msgspec.to_builtins(memory)
+        status["budget"] = await _budget(bus, settings)
         return status
     finally:
         await bus.close()
+
+
+async def _budget(bus: Bus, settings: Settings) -> dict[str, Any]:
+    """Today's budget (and the terminal session's) as /budget words it, plus the numbers."""
+    cfg = settings.config.budget
+    day = await budget.usage(bus, budget.day_key(tz=cfg.timezone))
+    terminal = "terminal:owner"  # `wintermute chat`'s default session
+    return {"day": msgspec.to_builtins(day), "limit_day": cfg.max_tokens_per_day,
+            "limit_session": cfg.max_tokens_per_session,
+            "renews": budget.next_day(tz=cfg.timezone),
+            "text": await budget_view.summary(bus, cfg, terminal)}
 
 
 def render_status(status: dict[str, Any]) -> str:
@@ -117,6 +130,8 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"metrics: {status['metrics_url']}")
     for name, s in status.get("streams", {}).items():
         lines.append(f"stream {name}: {s['messages']} messages")
+    for line in (status.get("budget") or {}).get("text", "").splitlines():
+        lines.append(f"budget: {line}")
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")

@@ -199,7 +199,8 @@ async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns
     from state.budget import add, day_key, used
 
     results: list[TurnResult] = []
-    spent_today = await used(live, day_key()) if model and live is not None else 0
+    tz = settings.config.budget.timezone
+    spent_today = await used(live, day_key(tz=tz)) if model and live is not None else 0
     async with Scratch(settings, url, login, model=model, timeout=timeout,
                        spent_today=spent_today) as scratch:
         seeded: set[str] = set()
@@ -213,7 +214,7 @@ async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns
                 seeded.discard(turn.session)  # start the next one from the recording again
     tokens = sum(r.tokens for r in results)
     if tokens and live is not None:
-        await add(live, day_key(), tokens)
+        await add(live, day_key(tz=tz), tokens, "replay")
     return results
 
 

@@ -90,10 +90,10 @@ class Scratch:
         await self.bus.provision()
         await self._provision_durables()
         if self.spent_today:
-            from state.budget import day_key
+            from state.budget import add, day_key
 
-            await self.bus.kv_put(self.bus.subjects.kv_budget, day_key(),
-                                  str(self.spent_today).encode())
+            await add(self.bus, day_key(tz=self.settings.config.budget.timezone),
+                      self.spent_today, "replay")
         for name in LIVE_FILES:
             if (self.settings.home / name).is_file():
                 shutil.copy2(self.settings.home / name, self.home / name)
