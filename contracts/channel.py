@@ -47,6 +47,12 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     # Set by the channel: show the answer while it is written, one edit at most every this many
     # seconds (0: no preview). The channel owns the chat's policy; planner and llm pass it on.
     preview_interval: float = 0.0
+    # Tokens this turn may use (a scheduled task's budget_tokens, a proactive check's cap);
+    # 0: only budget.max_tokens_per_turn. A turn stopped by it is skipped, not failed.
+    budget_tokens: int = 0
+    # What its model calls are charged as; "" derives it from origin (user and event: user,
+    # schedule: heartbeat).
+    purpose: str = ""
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

@@ -31,9 +31,12 @@ class NatsConfig(_Section):
     port: int = 0  # embedded server port; 0 picks a free one
     prefix: str = "wm"
     credentials: str = ""  # path to a .creds file for an external server
-    # A NATS user and password; `up` sets them for each actor it spawns (embedded server).
+    # A NATS user and password, or an nkey seed file (then `user` only names the inbox space,
+    # `_INBOX_<user>`); `up` sets user, seed and api_prefix for each actor it spawns.
     user: str = ""
     password: str = ""
+    seed: str = ""
+    api_prefix: str = ""  # JetStream API prefix; empty: $JS.API (an actor's account: bus/accounts.py)
 
 
 class ModelsConfig(_Section):
@@ -42,6 +45,10 @@ class ModelsConfig(_Section):
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
+    # Memory search vectors: local/minilm (offline, shipped as a package), openai/MODEL (any
+    # OpenAI-compatible /v1/embeddings), ollama/MODEL, or none (full text only).
+    embedding: str = "local/minilm"
+    embedding_url: str = ""  # base URL for openai/ollama embeddings; empty: the SDK variables
     # Transient failures (HTTP 5xx/429, timeouts, unreachable, malformed answers) are retried
     # with backoff (1, 2, 4 ... up to retry_max_delay_secs) until this long after the request
     # was first published, then the turn fails with one message and the owner is told once.
@@ -75,11 +82,27 @@ class PlannerConfig(_Section):
                 raise ValueError(f"{name} must be positive")
 
 
+class ModelPrice(_Section):
+    """US dollars per million tokens, for the cost estimate in /budget."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+
 class BudgetConfig(_Section):
-    max_tokens_per_session: int = 500_000
-    max_tokens_per_day: int = 5_000_000
+    max_tokens_per_session: int = 500_000  # 0: no session budget
+    max_tokens_per_day: int = 5_000_000  # 0: no daily budget
     max_tool_calls_per_turn: int = 20
     max_dynamic_tools_per_turn: int = 20
+    # Runaway guard: a turn past this many tokens, or repeating one tool call with the same
+    # arguments this many times, is stopped with a message (0 turns either check off).
+    max_tokens_per_turn: int = 250_000
+    max_repeated_tool_calls: int = 3
+    # The day budget renews at midnight here (an IANA zone such as "Europe/Berlin");
+    # "" is the machine's local time.
+    timezone: str = ""
+    # Optional prices per model spec: "openai/gpt-4o" = {input = 2.5, output = 10}.
+    prices: dict[str, ModelPrice] = msgspec.field(default_factory=dict)
 
 
 class TerminalChannel(_Section):
@@ -161,6 +184,16 @@ DEFAULT_RISKY = [
 ]
 
 
+# Direct mode runs these without asking when nothing in the command line makes them write or
+# run something else; the default of executor.direct_allowlist.
+DIRECT_ALLOWLIST = [
+    "ls", "cat", "echo", "printf", "pwd", "grep", "egrep", "fgrep", "head", "tail", "wc",
+    "date", "whoami", "id", "uname", "true", "false", "test", "[", "seq", "sleep", "basename",
+    "dirname", "realpath", "readlink", "stat", "file", "du", "df", "free", "uptime", "ps",
+    "nl", "tac", "rev", "sort", "cut", "tr", "diff", "cmp", "md5sum", "sha1sum", "sha256sum",
+    "base64", "od", "jq", "tree", "which", "printenv", "cd", "find", "exit",
+]
+
 SANDBOX_MODES = ("auto", "docker", "bwrap", "direct")
 SANDBOX_NETWORKS = ("proxy", "none")
 # A sandbox contains damage to the machine, not what reaches other machines through the proxy.
@@ -176,8 +209,11 @@ class ExecutorConfig(_Section):
     image: str = "wintermute-sandbox:latest"  # built from images/sandbox (never pulled)
     timeout_secs: float = 120.0
     output_limit: int = 16_000
-    # direct mode: commands matching these wait for the owner's approval
+    # direct mode: commands matching these wait for the owner's approval ...
     risky_patterns: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_RISKY))
+    # ... and so does every command not made only of these (parsed like the shell does;
+    # actors/executor/shellgate.py)
+    direct_allowlist: list[str] = msgspec.field(default_factory=lambda: list(DIRECT_ALLOWLIST))
     # docker/bwrap modes: the same, for what a sandbox cannot contain
     sandboxed_risky_patterns: list[str] = msgspec.field(
         default_factory=lambda: list(DEFAULT_SANDBOXED_RISKY)
@@ -199,16 +235,40 @@ class EgressConfig(_Section):
 
 
 class SandboxConfig(_Section):
-    """Limits of the Docker-API sandbox container."""
+    """Limits of the sandboxes: the Docker-API container, and each bubblewrap command (a
+    cgroup where this process may create one, rlimits otherwise)."""
 
     memory_mb: int = 2048
-    cpu_cores: float = 2.0
+    cpu_cores: float = 2.0  # docker only
     pids_limit: int = 256
-    tmp_mb: int = 512  # size of its /tmp (tmpfs)
+    tmp_mb: int = 512  # size of its /tmp (tmpfs); docker only
+    file_size_mb: int = 1024  # bwrap: largest file a command may write (RLIMIT_FSIZE)
+    cpu_secs: int = 600  # bwrap: CPU seconds per process (RLIMIT_CPU); 0: no limit
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "pids_limit", "file_size_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.cpu_secs < 0:
+            raise ValueError("cpu_secs must be 0 (no limit) or more")
 
 
 class ObserverConfig(_Section):
     idle_secs: float = 600.0
+    # On session.idle, ask the model (role `observer`) what to remember from the conversation.
+    learn: bool = True
+
+
+MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
+                 "procedure": "suggest"}
+
+
+class MemoryConfig(_Section):
+    """Learned memories: promotion policy per kind (auto | suggest | off); a kind left out of
+    a configured `policy` keeps its default (MEMORY_POLICY)."""
+
+    policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
+    auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
 
 
 class FlatlineConfig(_Section):
@@ -250,6 +310,26 @@ class SupervisorConfig(_Section):
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
+class McpServer(_Section):
+    """One MCP server: stdio (`command`, `args`, `env`) or Streamable HTTP (`url`, `headers`).
+    Env and header values written "$NAME" are taken from .env."""
+
+    name: str
+    command: str = ""
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    allow: list[str] = msgspec.field(default_factory=list)  # its tools offered (empty: all)
+    deny: list[str] = msgspec.field(default_factory=list)
+    approval: str | list[str] = "never"  # "never", "always", or the tool names that ask
+    timeout_secs: float = 60.0
+
+
+class McpConfig(_Section):
+    servers: list[McpServer] = msgspec.field(default_factory=list)
+
+
 class BackupConfig(_Section):
     """Scheduled `wintermute backup` runs by the supervisor (archives under backups/)."""
 
@@ -285,10 +365,12 @@ class Config(_Section):
     egress: EgressConfig = msgspec.field(default_factory=EgressConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
     observer: ObserverConfig = msgspec.field(default_factory=ObserverConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
 
 class Personality(_Section):
@@ -308,6 +390,12 @@ class HeartbeatConfig(_Section):
     proactive: bool = False
     proactive_interval_mins: float = 30.0
     proactive_budget: int = 5000
+    # Monthly tool review (seed 000): agent-created tools unused for tool_review_unused_days, or
+    # succeeding in under tool_review_min_success of their calls, are proposed for archiving
+    # (the owner approves). A cron expression; "" turns it off.
+    tool_review: str = "0 4 1 * *"
+    tool_review_unused_days: int = 30
+    tool_review_min_success: float = 0.5
 
 
 class ScheduledTask(_Section):
@@ -324,6 +412,7 @@ class ScheduledTask(_Section):
     sink: str = ""  # empty: the owner sink
     enabled: bool = True
     jitter_secs: float = 0.0  # fire up to this many seconds late, spread per task
+    budget_tokens: int = 0  # tokens one run may use; 0: only the turn ceiling and daily budget
 
 
 class AgentConfig(_Section):
@@ -459,6 +548,18 @@ def _check(config: Config, agent: AgentConfig) -> None:
                 f"config.toml: invalid value for '{key}': {spec!r} is not "
                 f"'provider/model' with provider one of {', '.join(PROVIDERS)}"
             )
+    embedding = config.models.embedding
+    if embedding != "none" and (
+        "/" not in embedding or embedding.split("/", 1)[0] not in ("local", "openai", "ollama")
+    ):
+        raise ConfigError(
+            f"config.toml: invalid value for 'models.embedding': {embedding!r}; use "
+            "'local/minilm', 'openai/MODEL', 'ollama/MODEL' or 'none'"
+        )
+    for kind, policy in config.memory.policy.items():
+        if policy not in ("auto", "suggest", "off"):
+            raise ConfigError(f"config.toml: invalid value for 'memory.policy.{kind}': "
+                              f"{policy!r}; use 'auto', 'suggest' or 'off'")
     if not re.fullmatch(r"[A-Za-z0-9_-]+", config.nats.prefix):
         raise ConfigError("config.toml: invalid value for 'nats.prefix': letters, digits, - and _")
     for key, value, allowed in (("executor.mode", config.executor.mode, SANDBOX_MODES),
@@ -483,6 +584,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    _check_budget(config.budget)
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
@@ -490,13 +592,58 @@ def _check(config: Config, agent: AgentConfig) -> None:
             check_cron(config.backup.cron)
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
+    _check_mcp(config)
     _check_tasks(agent)
+
+
+def _check_budget(budget: BudgetConfig) -> None:
+    if budget.timezone:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(budget.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                f"config.toml: invalid value for 'budget.timezone': {budget.timezone!r} is not "
+                "a known time zone; use an IANA name such as 'Europe/Berlin', or leave it "
+                "empty for local time") from None
+    for key, value in (("max_tokens_per_session", budget.max_tokens_per_session),
+                       ("max_tokens_per_day", budget.max_tokens_per_day),
+                       ("max_tokens_per_turn", budget.max_tokens_per_turn),
+                       ("max_repeated_tool_calls", budget.max_repeated_tool_calls)):
+        if value < 0:
+            raise ConfigError(f"config.toml: invalid value for 'budget.{key}': {value} is "
+                              "negative; use 0 to turn it off")
+
+
+def _check_mcp(config: Config) -> None:
+    names: set[str] = set()
+    for i, server in enumerate(config.mcp.servers):
+        where = f"mcp.servers[{i}]"
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", server.name) or server.name in names:
+            raise ConfigError(f"config.toml: invalid value for '{where}.name': {server.name!r} "
+                              "(unique; letters, digits, - and _; at most 32)")
+        names.add(server.name)
+        if bool(server.command) == bool(server.url):
+            raise ConfigError(f"config.toml: '{where}' ({server.name}) needs exactly one of "
+                              "command (stdio) or url (Streamable HTTP)")
+        if isinstance(server.approval, str) and server.approval not in ("never", "always"):
+            raise ConfigError(f"config.toml: invalid value for '{where}.approval': use "
+                              "\"never\", \"always\" or a list of tool names")
 
 
 def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
+    if agent.heartbeat.tool_review:
+        from contracts.schedule import check_cron
+
+        try:
+            check_cron(agent.heartbeat.tool_review)
+        except ScheduleError as exc:
+            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
+                from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

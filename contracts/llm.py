@@ -60,6 +60,10 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # The owner's turns go first when the llm has more requests than slots (fair scheduling).
     is_owner: bool = False
     preview_interval: float = 0.0
+    # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
+    # proactive, observer, compaction, diagnosis. The session budget applies to user and
+    # escalation calls; the daily budget to all.
+    purpose: str = "user"
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -77,6 +81,8 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     # The error is a model outage (5xx, timeouts, unreachable, malformed answers) that retries
     # within models.retry_deadline_secs did not outlast; the turn can be retried with /retry.
     outage: bool = False
+    # Set with `error` when a spent budget stopped the call: "session" or "day".
+    budget: str = ""
 
 
 class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):

@@ -9,17 +9,19 @@ from typing import Any, TypeVar
 from contracts import (
     ApprovalDecision,
     HoldRelease,
+    MemoryCommand,
     ScriptsRevert,
     SessionReset,
     SessionRetry,
     Sink,
 )
-from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
-from state import budget
+from contracts.records import ExecutorFacts, SupervisorStatus
+from state import budget_view
 
 HELP = (
-    "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
-    "conversation; memories stay), /memory (what is remembered), /tools (tools and status; /tools release NAME lifts a "
+    "Commands: /status (actors and health), /budget (token budgets, what used them, when they renew), /reset (forget this "
+    "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
+    "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
@@ -79,7 +81,8 @@ async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
     reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session, reply_to=ctx.reply_to)
     await actor.bus.send(reset)
     return ("This conversation was reset: its history, any message in progress and any "
-            "waiting behind it were cleared, so the next message starts fresh; memories stay.")
+            "waiting behind it were cleared, so the next message starts fresh, and its session "
+            "budget starts afresh; memories stay.")
 
 
 async def _retry(actor: Any, ctx: CommandContext, rest: str) -> str:
@@ -106,21 +109,27 @@ async def _status(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
-    cfg = actor.config.budget
-    day = await budget.used(actor.bus, budget.day_key())
-    sess = await budget.used(actor.bus, budget.session_key(ctx.session))
-    return (
-        f"Today: {day:,} of {cfg.max_tokens_per_day:,} tokens. This session: {sess:,} of "
-        f"{cfg.max_tokens_per_session:,}."
-    )
+    return await budget_view.summary(actor.bus, actor.config.budget, ctx.session)
 
 
 async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
-    facts = await _state(actor, "memory", MemoryFacts)
-    counts = facts.counts if facts is not None else {}
-    if not counts:
-        return "No memories yet."
-    return "Memories: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    # The memory actor owns the store: it answers with a notice to this chat, showing only
+    # what this conversation may read (a group never sees the owner's private memories).
+    verb, _, arg = rest.strip().partition(" ")
+    action = verb.lower() or "list"
+    needs_arg = ("search", "forget", "promote", "reject")
+    if action not in ("list", "pending", *needs_arg) or (action in needs_arg and not arg.strip()):
+        return ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
+                "/memory promote ID or /memory reject ID.")
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    command = MemoryCommand(
+        id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
+        is_owner=ctx.is_owner, session=ctx.session, reply_to=sink,
+    )
+    await actor.bus.send(command)
+    return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
+            "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
+            "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_int, arg_str
 from actors.executor.dynamic import CreateTool
+from actors.executor.dynamic.archive import ArchiveTools
 from actors.executor.messaging import Escalate, SendMessage
 from actors.executor.policy import PolicyGate
 from actors.executor.web import WebFetch
@@ -74,6 +75,7 @@ class MemorySaveTool(Tool):
             id=f"{req.id}:memory", session=req.session,
             content=ctx.redactor.redact(arg_str(req, "content")),
             kind=arg_str(req, "kind", "fact"), for_call=req,
+            principal=req.principal, is_owner=req.is_owner,
         )
         await ctx.bus.send(save)
 
@@ -97,6 +99,7 @@ class MemorySearchTool(Tool):
         search = MemorySearch(
             id=f"{req.id}:memory", session=req.session, query=arg_str(req, "query"),
             limit=arg_int(req, "limit", 5), for_call=req,
+            principal=req.principal, is_owner=req.is_owner,
         )
         await ctx.bus.send(search)
 
@@ -104,7 +107,7 @@ class MemorySearchTool(Tool):
 def core_tools(gate: PolicyGate) -> list[Tool]:
     """The built-in tools, always offered."""
     tools: list[Tool] = [ExecuteCommand(gate), MemorySaveTool(), MemorySearchTool()]
-    tools += [WebFetch(), WebRequest(), SendMessage(), Escalate()]
+    tools += [WebFetch(), WebRequest(), SendMessage(), Escalate(), ArchiveTools()]
     # create_tool refuses the names of every core tool, including ones appended below it.
     tools.append(CreateTool(reserved=lambda: [t.name for t in tools]))
     return tools

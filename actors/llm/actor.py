@@ -94,9 +94,14 @@ class LlmActor(Actor):
         chain = self.chain(req.role)
         if not chain:
             return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False
-        over = await budget.exhausted(self.bus, self.config.budget, req.session)
-        if over:
-            return LlmResponse(**base, error=over), False
+        cfg = self.config.budget
+        stop = await budget.check(self.bus, cfg, req.session, req.purpose)
+        if stop is not None:
+            if req.purpose in budget.SESSION_PURPOSES:
+                await budget.pause(self.bus, req.session, stop.kind)
+            log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
+                     stop.kind)
+            return LlmResponse(**base, error=stop.message, budget=stop.kind), False
         from actors.llm.providers import ProviderError, complete
 
         failures: list[str] = []
@@ -114,14 +119,12 @@ class LlmActor(Actor):
                 failures.append(f"{spec}: {exc.message}")
                 transient = transient and exc.retryable
                 continue
-            tokens = done.usage.input_tokens + done.usage.output_tokens
             tracing.annotate({  # GenAI semantic conventions on the handling span
                 "gen_ai.operation.name": "chat", "gen_ai.system": spec.split("/", 1)[0],
                 "gen_ai.request.model": spec.split("/", 1)[-1],
                 "gen_ai.usage.input_tokens": done.usage.input_tokens,
                 "gen_ai.usage.output_tokens": done.usage.output_tokens})
-            await budget.add(self.bus, budget.day_key(), tokens)
-            await budget.add(self.bus, budget.session_key(req.session), tokens)
+            await budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,

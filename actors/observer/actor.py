@@ -1,4 +1,5 @@
-"""The observer: the JSONL event log of everything on the bus, and session-idle events."""
+"""The observer: the JSONL event log of everything on the bus, session-idle events, and
+learning from idle sessions (_learn.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import msgspec
 
 from actors.base import Actor
 from contracts import SessionIdle
+from kit.private import open_private, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +25,13 @@ class ObserverActor(Actor):
     inbox = msgspec.Raw
 
     async def on_start(self) -> None:
-        logs = self.home / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        self.log_path = logs / "events.jsonl"
+        # Every conversation and tool output: 0600 in a 0700 folder.
+        self.log_path = private_dir(self.home / "logs") / "events.jsonl"
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
+        from actors.observer._learn import Learner
+
+        self.learner = Learner(self)
         self.spawn(self._idle_loop(), "idle")
 
     async def handle(self, raw: msgspec.Raw) -> None:
@@ -43,11 +47,14 @@ class ObserverActor(Actor):
             "session": payload.get("session"),
             "payload": payload,
         }
-        with self.log_path.open("a") as fh:
+        with open_private(self.log_path) as fh:
             fh.write(json.dumps(line, default=str) + "\n")
         session = payload.get("session")
         if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):
             self.last_activity[session] = time.time()
+        self.learner.seen(payload)
+        if payload.get("type") == "llm.response":
+            await self.learner.answered(payload)
 
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs
@@ -63,4 +70,5 @@ class ObserverActor(Actor):
                     await self.send(event)
                     self.idle_sent[session] = last
                     del self.last_activity[session]
+                    await self.learner.idle(session, event.id)
             await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import context
+from actors.planner import _guard, context
 from actors.planner._faults import TurnFaults
 from actors.planner._session import SessionOps
 from actors.planner.state import SessionState, TurnState, load
@@ -38,6 +38,7 @@ from contracts import (
     TurnRequest,
     short_hash,
 )
+from state import budget
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             case ToolResult():
                 return await self._on_tool(state, msg)
             case SessionReset():
+                # /reset starts a fresh session budget too (seed 000).
+                await budget.renew(self.bus, state.session, force=True)
                 return await self._on_reset(state, msg)
             case SessionRetry():
                 return await self._on_retry(state, msg)
@@ -124,9 +127,13 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         return True
 
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
+        if req.origin == "user" and await budget.renew(self.bus, req.session):
+            log.info("session %s was paused by its budget; renewed by the user's message",
+                     req.session)
         state.active = TurnState(request=req)
         self._arm(state.active, "recall")
-        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
+        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
+                        principal=req.principal, is_owner=req.is_owner)
         await self.send(recall)
 
     def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
@@ -149,8 +156,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
-        budget_note = await self._budget_note()
-        system = context.system_prompt(self.settings, msg.hits, budget_note)
+        system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
+                                       state.summary)
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -163,9 +170,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
 
     async def _ask_model(self, state: SessionState, turn: TurnState,
                          tools: list[ToolSpec]) -> None:
+        purpose = _guard.purpose_of(turn.request)
+        # The seed's 70/85/95 % warnings, as they stand at this step.
+        note = await budget.budget_note(self.bus, self.config.budget, turn.request.session,
+                                        purpose)
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
-            turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
+            turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
+            tools=tools, purpose=purpose,
             preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
         )
@@ -175,6 +187,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             await self._step_failed(state, turn, "llm", str(exc))
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.turn_id.endswith(":summary"):
+            return self._on_summary(state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -182,7 +196,20 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             return False
         await self._outage(msg)
         if msg.error:
-            await self._finish(state, msg.error, record=False, failure=msg.error)
+            text = msg.error
+            if msg.budget and turn.request.origin == "schedule" and (
+                    _guard.purpose_of(turn.request) == "proactive"):
+                text = "[NO_REPLY]"  # a proactive check has nothing to say about it
+            await self._finish(state, text, record=False, failure=msg.error,
+                               skipped=bool(msg.budget))
+            return True
+        halt = (_guard.check_repeats(turn, msg, self.config.budget)
+                or _guard.check_tokens(turn, msg, self.config.budget))
+        turn.tokens_used += msg.usage.input_tokens + msg.usage.output_tokens
+        if halt is not None:
+            log.warning("turn %s stopped: %s", turn.turn_id, halt.reason)
+            await self._finish(state, halt.text, record=False, failure=halt.reason,
+                               skipped=halt.skipped)
             return True
         turn.messages.append(
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
@@ -208,7 +235,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to,
+                reply_to=turn.request.reply_to, principal=turn.request.principal,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)
@@ -241,19 +268,21 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         await self._ask_model(state, turn, [] if limit_hit else await self._tools())
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
-                      failure: str = "") -> None:
+                      failure: str = "", skipped: bool = False) -> None:
         turn = state.active
         assert turn is not None
         req = turn.request
         if req.origin == "schedule":
-            await self._task_outcome(turn, failure)
+            await self._task_outcome(turn, failure, skipped)
         reply = Reply(
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
         )
         await self.send(reply)
         if record:
-            state.append_history(turn.messages[turn.new_from :])
+            dropped = state.append_history(turn.messages[turn.new_from :])
+            if dropped:  # older history leaves the context: fold it into the rolling summary
+                await self._summarize(state, turn.turn_id, dropped)
         if failure and req.origin != "event":
             state.failed = req  # /retry runs it again
         state.remember_turn(turn.turn_id)
@@ -262,13 +291,31 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
 
-    async def _task_outcome(self, turn: TurnState, failure: str) -> None:
-        """How a scheduled task's turn ended, for the supervisor (it disables failing tasks)."""
+    async def _summarize(self, state: SessionState, turn_id: str,
+                         dropped: list[ChatMessage]) -> None:
+        req = LlmRequest(
+            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
+            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
+            max_tokens=800, purpose="compaction",
+        )
+        await self.send(req)
+
+    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.error or not msg.content.strip():
+            log.warning("no conversation summary: %s", msg.error or "empty answer")
+            return False
+        state.summary = msg.content.strip()[:4000]
+        return True
+
+    async def _task_outcome(self, turn: TurnState, failure: str, skipped: bool) -> None:
+        """How a scheduled task's turn ended, for the supervisor (it disables failing tasks;
+        a turn stopped by a spent budget is skipped, neither failed nor disabled for)."""
         if not failure and turn.tool_failures and turn.tool_failures >= turn.tool_calls_used:
             failure = f"all {turn.tool_failures} of its tool calls failed"
         task = turn.request.session.removeprefix("task:")
         outcome = TaskOutcome(id=f"{turn.turn_id}:task", task=task, turn_id=turn.turn_id,
-                              ok=not failure, reason=failure[:500])
+                              ok=not failure and not skipped, reason=failure[:500],
+                              skipped=skipped)
         await self.send(outcome)
 
     # -- shared facts ------------------------------------------------------------------------
@@ -278,7 +325,3 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
         return tools or []
 
-    async def _budget_note(self) -> str:
-        from state.budget import budget_note
-
-        return await budget_note(self.bus, self.config.budget)

@@ -32,6 +32,8 @@ class TurnState(msgspec.Struct, kw_only=True):
     phase_since: float = 0.0  # when the current phase (step) started
     deadline: float = 0.0  # past it the current step is hung (0: none, before deadlines)
     progress: str = ""  # the last progress the llm reported for this step (for status)
+    tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
+    repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
 
     @property
     def turn_id(self) -> str:
@@ -47,6 +49,9 @@ class SessionState(msgspec.Struct, kw_only=True):
     queue: list[TurnRequest] = msgspec.field(default_factory=list)
     recent: list[str] = msgspec.field(default_factory=list)
     failed: TurnRequest | None = None  # the last turn that failed, for /retry
+    # What fell out of `history`, summarised by the model (rolling: each summary folds in the
+    # previous one); the raw messages stay in the streams for replay.
+    summary: str = ""
     # The last user turn's preview cadence and chat, for turns the planner starts itself.
     preview_interval: float = 0.0
     preview_sink: Sink | None = None
@@ -60,14 +65,17 @@ class SessionState(msgspec.Struct, kw_only=True):
     def remember_turn(self, turn_id: str) -> None:
         self.recent = [*self.recent, turn_id][-RECENT_TURNS:]
 
-    def append_history(self, messages: list[ChatMessage]) -> None:
-        """Keep the last messages, shortening long ones, starting at a user message."""
-        kept = [*self.history, *(_shorten(m) for m in messages)][-HISTORY_MESSAGES:]
+    def append_history(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """Keep the last messages, shortening tool outputs, starting at a user message;
+        returns the messages that fell out (for the rolling summary)."""
+        every = [*self.history, *(_shorten(m) for m in messages)]
+        kept = every[-HISTORY_MESSAGES:]
         while sum(len(m.content) for m in kept) > HISTORY_CHARS:
             kept.pop(0)
         while kept and kept[0].role != "user":
             kept.pop(0)
         self.history = kept
+        return every[: len(every) - len(kept)]
 
 
 def _shorten(message: ChatMessage) -> ChatMessage:

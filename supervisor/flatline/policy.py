@@ -102,8 +102,8 @@ class Flatline:
 
     async def on_tool_outcome(self, outcome: ToolOutcome) -> None:
         tool = outcome.tool
-        if tool in self.cfg.exempt_tools:
-            return
+        if tool in self.cfg.exempt_tools or outcome.refused:
+            return  # a policy refusal (a refused URL, a rate limit) is not the tool failing
         status = await tool_status(self.bus, tool)
         if status is not None and status.status == "quarantined":
             return
@@ -250,7 +250,8 @@ class Flatline:
         if out.turn_id in record.seen:
             return
         record = replace(record, seen=[*record.seen, out.turn_id][-10:])
-        if record.status == "disabled":
+        if record.status == "disabled" or out.skipped:
+            # A run stopped by a spent budget neither fails nor clears the failure streak.
             await put_task_status(self.bus, out.task, record)
             return
         failures = 0 if out.ok else record.failures + 1

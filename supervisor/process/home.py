@@ -6,8 +6,10 @@ import fcntl
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
+
+from kit.private import private_dir
+from kit.safegit import ensure_repo
 
 CONFIG_TOML = """\
 # Wintermute configuration: owned by you; the agent reads it and never writes it.
@@ -47,8 +49,9 @@ output_limit = 16000
 
 [nats]
 # Empty url: `wintermute up` runs an embedded nats-server with its store under data/, with
-# one NATS user per actor (passwords in data/nats/users.json, created by `up`).
-# Your own server: set url and credentials = "/path/to/user.creds" or user and password.
+# one NATS account and user per actor (nkeys in data/nats/keys/, created by `up`).
+# Your own server: set url and credentials = "/path/to/user.creds", seed = "/path/to/user.nk"
+# or user and password.
 url = ""
 port = 0
 prefix = "wm"
@@ -84,6 +87,8 @@ AGENTS_MD = "# AGENTS.md\n\nLessons learned while working. The agent appends her
 USER_MD = "# User Profile\n\nWhat the agent knows about its owner (kept up to date by the observer).\n"
 IDENTITY_MD = "# Wintermute\n\nThe heartbeat regenerates this file from the live configuration.\n"
 
+#: Folders with conversations or credentials in them (logs, the NATS store, keys, memory).
+PRIVATE_DIRS = ("data", "logs")
 DIRS = ("docs", "scripts", "workspace", "workspace/inbox", "workspace/outputs", "data", "logs",
         "backups")
 
@@ -153,6 +158,8 @@ def _init_locked(home: Path) -> list[str]:
         if not path.exists():
             path.mkdir(parents=True)
             created.append(d + "/")
+        if d in PRIVATE_DIRS:  # conversations, credentials, the store: the owner's only
+            private_dir(path)
     files = {
         "config.toml": CONFIG_TOML, "agent.toml": AGENT_TOML, "AGENTS.md": AGENTS_MD,
         "USER.md": USER_MD, "IDENTITY.md": IDENTITY_MD,
@@ -169,19 +176,7 @@ def _init_locked(home: Path) -> list[str]:
             fh.write(ENV_TEMPLATE)
         created.append(".env")
     os.chmod(env, 0o600)
-    scripts = home / "scripts"
-    if not (scripts / ".git").exists():
-        _git(scripts, "init", "-q")
-        (scripts / "README.md").write_text("Agent-created tools live here, one commit a change.\n")
-        _git(scripts, "add", "README.md")
-        _git(scripts, "commit", "-q", "-m", "init scripts repository")
-        created.append("scripts/.git")
+    # Outside every sandbox mount; also moves an old, untrusted scripts/.git aside.
+    created += ensure_repo(home / "scripts")
     return created
 
-
-def _git(cwd: Path, *args: str) -> None:
-    env = {
-        **os.environ, "GIT_AUTHOR_NAME": "Wintermute", "GIT_AUTHOR_EMAIL": "wintermute@localhost",
-        "GIT_COMMITTER_NAME": "Wintermute", "GIT_COMMITTER_EMAIL": "wintermute@localhost",
-    }
-    subprocess.run(["git", *args], cwd=cwd, check=True, env=env, capture_output=True)

@@ -12,6 +12,7 @@ from msgspec.structs import replace
 
 from contracts import Health
 from contracts.records import ActorStatus, NatsStatus, SupervisorStatus
+from kit.private import private_dir, write_private
 
 if TYPE_CHECKING:
     from supervisor.process.supervisor import Supervisor
@@ -113,10 +114,8 @@ def status_warnings(status: dict[str, Any]) -> list[str]:
 
 def write_runtime(path: Path, data: dict[str, Any]) -> None:
     """Write data/runtime.json atomically (NATS URL and pids, for status/chat/tap)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    private_dir(path.parent)
+    write_private(path, json.dumps(data, indent=2))
 
 
 def update_runtime(path: Path, **changes: Any) -> None:

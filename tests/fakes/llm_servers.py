@@ -3,6 +3,8 @@
 All three share one scripted brain (`decide`) that reads the conversation, normalised to a
 neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
 
+- last user message has "loop: CMD"     -> tool call execute_command {"command": CMD}, again
+                                           after every result (a model stuck in a loop)
 - last message is a tool result        -> text "Tool said: <result, stripped>"
 - last user message has "run: CMD"      -> tool call execute_command {"command": CMD}
 - ... "remember: TEXT"                  -> tool call memory_save {"content": TEXT}
@@ -13,6 +15,10 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
                                            spread evenly over SECONDS when the request streams
                                            (the whole text after SECONDS when it does not)
 - ... "status:CODE"                     -> HTTP CODE with a provider-shaped error body
+- a "[memory extraction]" system prompt -> a JSON list of facts from the transcript's user lines
+                                           that say "my ..." (see `_extract`)
+- a "[conversation summary]" system prompt -> the previous summary and the older user lines,
+                                           joined with "; " (see `_summarise`)
 - otherwise                             -> text "echo: <last user message>"
 
 Outages are scripted on the server, not in the conversation: each entry of `FakeLLM.faults`
@@ -81,11 +87,43 @@ _RULES = (
 _TOOL = re.compile(r"(?<!\w)tool:([A-Za-z0-9_.\-]+)\s+(?=\{)")
 _SLOW = re.compile(r"(?<!\w)slow:\s*(\d+(?:\.\d+)?)")
 _STATUS = re.compile(r"(?<!\w)status:\s*(\d{3})")
+_LOOP = re.compile(r"(?<!\w)loop:\s*(.+)", re.S)
 _STREAM = re.compile(r"(?<!\w)stream:\s*(\d+(?:\.\d+)?)(?::(\d+))?")
+
+
+def _extract(transcript: str) -> Decision:
+    """The observer's memory extraction: each user line saying "my ..." becomes a fact (0.9 sure,
+    0.5 with "perhaps"); a line with "garbage-json" makes the answer malformed."""
+    if "garbage-json" in transcript:
+        return Decision(text="Sure! Here are the facts: the user, probably, likes things.")
+    items = [
+        {"content": line[len("user: "):].strip(), "kind": "fact",
+         "confidence": 0.5 if "perhaps" in line else 0.9}
+        for line in transcript.splitlines()
+        if line.startswith("user: ") and " my " in f" {line[len('user: '):].lower()}"
+    ]
+    return Decision(text=json.dumps(items))
+
+
+def _summarise(text: str) -> Decision:
+    """A rolling summary: the previous summary's points plus the older user lines, joined."""
+    before, _, older = text.partition("Older messages:")
+    previous = before.removeprefix("Summary so far:").strip()
+    points = [] if previous in ("", "(none)") else [previous]
+    points += [line[len("user: "):] for line in older.splitlines() if line.startswith("user: ")]
+    return Decision(text="; ".join(points))
 
 
 def decide(messages: list[dict[str, Any]]) -> Decision:
     """Pick the scripted answer for a neutral conversation."""
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    if "[memory extraction]" in system:
+        return _extract(messages[-1]["content"])
+    if "[conversation summary]" in system:
+        return _summarise(messages[-1]["content"])
+    last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    if match := _LOOP.search(last_user):
+        return Decision(tool="execute_command", arguments={"command": match.group(1).strip()})
     if messages and messages[-1]["role"] == "tool":
         results = []
         for m in reversed(messages):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import calendar
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from contracts import (
 )
 from contracts.config import Settings
 from contracts.records import ToolHold
+from kit.safegit import run_git
 from state import budget
 from state.holds import enable_task, release_tool, task_status, tool_status
 from supervisor.flatline.policy import Flatline
@@ -151,6 +151,18 @@ async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
     assert await tool_status(bus, "dup") is None
 
 
+async def test_policy_refusals_do_not_quarantine_a_tool(bus: Bus, settings_for: Any) -> None:
+    """Refused URLs (SSRF filter, blocked domains, rate limits) are the policy working."""
+    fl = flatline(settings_for(), bus)
+    for i in range(10):
+        refused = ToolOutcome(id=f"web_fetch:{i}", tool="web_fetch", ok=False, duration_ms=1,
+                              error="Refused 127.0.0.1: it names this machine", refused=True)
+        await fl.on_tool_outcome(refused)
+    assert await tool_status(bus, "web_fetch") is None
+    await feed(fl, "web_fetch", [False] * 5, start=100)  # real failures still count
+    assert (await hold(bus, "web_fetch")).status == "quarantined"
+
+
 async def test_counts_survive_a_supervisor_restart(bus: Bus, settings_for: Any) -> None:
     settings = settings_for()
     await feed(flatline(settings, bus), "web_thing", [False] * 3)
@@ -177,10 +189,7 @@ async def test_outcomes_from_the_bus_reach_the_rules(bus: Bus, settings_for: Any
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-                               "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return run_git(repo, *args)[1]
 
 
 def commit_tool(home: Path, name: str, body: str) -> str:
@@ -269,6 +278,19 @@ async def test_a_task_failing_three_times_in_a_row_is_disabled_until_enabled(
     assert "not disabled" in await enable_task(bus, "morning", "owner")
 
 
+async def test_a_task_skipped_for_its_budget_is_neither_failed_nor_disabled(
+    bus: Bus, settings_for: Any
+) -> None:
+    fl = flatline(settings_for(), bus)
+    await fl.on_task_outcome(task_outcome("news", 0, False))
+    for i in range(1, 6):
+        await fl.on_task_outcome(TaskOutcome(id=f"task:news:{i}:task", task="news",
+                                             turn_id=f"task:news:{i}", ok=False, skipped=True,
+                                             reason="its budget of 50 tokens"))
+    record = await task_status(bus, "news")
+    assert record.status == "enabled" and record.failures == 1  # the streak neither grew nor reset
+
+
 async def test_dead_letters_are_summarised_once(bus: Bus, settings_for: Any) -> None:
     fl = flatline(settings_for(), bus)
     assert not await fl.digest.dead_letters()
@@ -288,9 +310,10 @@ async def test_dead_letters_are_summarised_once(bus: Bus, settings_for: Any) -> 
 
 
 async def test_budget_burn_and_a_runaway_session_alert_once(bus: Bus, settings_for: Any) -> None:
-    fl = flatline(settings_for(**{"WM__BUDGET__MAX_TOKENS_PER_DAY": "1000000"}), bus)
+    fl = flatline(settings_for(**{"WM__BUDGET__MAX_TOKENS_PER_DAY": "1000000",
+                                  "WM__BUDGET__TIMEZONE": "UTC"}), bus)
     early = float(calendar.timegm(time.strptime("2030-01-02 03:00", "%Y-%m-%d %H:%M")))
-    await budget.add(bus, budget.day_key(early), 700_000)
+    await budget.add(bus, budget.day_key(early, "UTC"), 700_000)
     for name, tokens in [("terminal:a", 1000), ("terminal:b", 2000), ("telegram:c", 400_000)]:
         await budget.add(bus, budget.session_key(name), tokens)
         await bus.kv_put(bus.subjects.kv_sessions, f"s.{short_hash(name, 32)}",
@@ -302,7 +325,7 @@ async def test_budget_burn_and_a_runaway_session_alert_once(bus: Bus, settings_f
     assert any("The session telegram:c has used 400,000 tokens" in t for t in texts)
     assert await fl.digest.budget_burn(now=early) == []
     late = early + 86400 + 17 * 3600  # the same use at 20:00 the next day is no alert
-    await budget.add(bus, budget.day_key(late), 700_000)
+    await budget.add(bus, budget.day_key(late, "UTC"), 700_000)
     assert await fl.digest.budget_burn(now=late) == []
 
 
