@@ -46,7 +46,8 @@ class SessionOps:
     # -- a state too large to keep -----------------------------------------------------------
 
     async def _fit(self, state: SessionState) -> bytes:
-        """The state encoded under the KV payload limit: history goes first, then the turn.
+        """The state encoded under the KV payload limit: history goes first, then the largest
+        waiting turns (each told so), then the turn in progress.
 
         A state that cannot be saved would fail every later event of the session.
         """
@@ -54,15 +55,25 @@ class SessionOps:
         while len(data) > STATE_LIMIT and state.history:
             state.history = state.history[len(state.history) // 2 + 1 :]
             data = dump(state)
+        while len(data) > STATE_LIMIT and state.queue:
+            largest = max(state.queue, key=lambda q: len(q.text))
+            state.queue.remove(largest)
+            await self._too_large(state, largest)
+            data = dump(state)
         if len(data) > STATE_LIMIT and state.active is not None:
             size = len(state.active.request.text) // 1024
             await self._finish(state, TOO_LARGE.format(kib=size), record=False)
             data = dump(state)
         if len(data) > STATE_LIMIT:
             state.failed = None
-            state.queue = [q for q in state.queue if len(q.text) < STATE_LIMIT // 8]
             data = dump(state)
         return data
+
+    async def _too_large(self, state: SessionState, req: TurnRequest) -> None:
+        text = TOO_LARGE.format(kib=len(req.text) // 1024)
+        await self.bus.send(Reply(id=f"{req.id}:reply", session=state.session, turn_id=req.id,
+                                  sink=req.reply_to, text=text))
+        state.remember_turn(req.id)
 
     # -- /reset and /retry -----------------------------------------------------------------
 

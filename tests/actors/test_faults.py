@@ -246,3 +246,21 @@ async def test_a_turn_the_planner_gave_up_on_is_answered_with_a_sentence(
         await bus.publish(bus.subjects.dlq("planner"), letter)
         said = await c.next(("reply",), timeout=30)
     assert said.ref == "terminal:lost-turn" and "could not take this message" in said.text
+
+
+async def test_a_huge_message_waiting_in_the_queue_is_the_one_dropped(
+    fake: FakeLLM, settings_for: SettingsFor
+) -> None:
+    """Sent all at once: the big ones queue behind each other; the huge waiting one is dropped
+    with a sentence, not the turn in progress, and the rest are answered."""
+    settings = settings_for(**model(fake))
+    async with actors(settings, *ALL), chat(settings) as c:
+        ids = [await c.say(f"big {i} " + "x" * 120_000) for i in range(2)]
+        ids.append(await c.say("huge " + "y" * 600_000))
+        ids.append(await c.say("small after them"))
+        got = {}
+        while len(got) < len(ids):
+            d = await c.next(("reply",), timeout=120)
+            got[d.ref.removeprefix("terminal:")] = d.text
+    assert got[ids[0]].startswith("echo: big 0") and got[ids[1]].startswith("echo: big 1")
+    assert "too large" in got[ids[2]] and got[ids[3]] == "echo: small after them"
