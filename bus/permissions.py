@@ -65,7 +65,7 @@ GRANTS: dict[str, Grant] = {
         subscribe=(">",),
         kv_read=("state", "tools"),
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
-        history=("in", "out", "cmd", "evt", "dlq"),
+        history=("in", "out", "cmd", "evt", "dlq", "audit"),
         scratch=True,
     ),
     SUPERVISOR: Grant(admin=True),
@@ -89,8 +89,7 @@ def scratch_prefix(prefix: str) -> str:
 
 
 def _stream(s: Subjects, short: str) -> str:
-    return {"in": s.stream_in, "out": s.stream_out, "cmd": s.stream_cmd, "evt": s.stream_evt,
-            "dlq": s.stream_dlq}[short]
+    return s.stream(short)
 
 
 def _bucket(s: Subjects, short: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
+from contracts.audit import AuditEvent, audit_event
 from contracts.base import Msg, derive_id, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
@@ -66,6 +67,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Intervention,
     TaskOutcome,
     HoldRelease,
+    AuditEvent,
 )
 
 AnyMsg = (
@@ -96,6 +98,7 @@ AnyMsg = (
     | Intervention
     | TaskOutcome
     | HoldRelease
+    | AuditEvent
 )
 
 __all__ = [
@@ -105,6 +108,7 @@ __all__ = [
     "ApprovalPrompt",
     "ApprovalRequest",
     "ApprovalResolved",
+    "AuditEvent",
     "Attachment",
     "ChatMessage",
     "DeadLetter",
@@ -138,6 +142,7 @@ __all__ = [
     "ToolSpec",
     "TurnRequest",
     "Usage",
+    "audit_event",
     "derive_id",
     "short_hash",
     "subject_token",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
+from contracts.audit import AuditEvent
 from contracts.base import Msg, subject_token
 from contracts.channel import (
     ApprovalPrompt,
@@ -52,7 +53,7 @@ CLI = "cli"
 #: The channels whose inbound subjects the channel actor publishes (its adapters).
 CHANNELS: tuple[str, ...] = ("terminal", "telegram", "slack")
 #: Streams by short name: a subject's first token after the prefix names its stream.
-STREAMS: tuple[str, ...] = ("in", "out", "cmd", "evt", "dlq")
+STREAMS: tuple[str, ...] = ("in", "out", "cmd", "evt", "dlq", "audit")
 
 Keys = Callable[[Any], Mapping[str, str]]
 
@@ -99,7 +100,7 @@ class Durable:
 
     name: str
     actor: str
-    stream: str  # short name: in | out | cmd | evt | dlq
+    stream: str  # short name: in | out | cmd | evt | dlq | audit
     filters: tuple[str, ...]
     ordered_by: str = "session"  # attribute that keys in-order handling; "" for none
     ack_wait: float = 10.0
@@ -133,6 +134,9 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
 
 
 _OUT = "out.{sink.channel}.{sink.chat}"
+#: The actors that take privileged decisions today (approvals, refusals, denied senders,
+#: circuit breakers); only they may write to the audit log.
+_AUDITORS = ("channel", "executor", "approval", "llm")
 
 ROUTES: tuple[Route, ...] = (
     Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
@@ -175,6 +179,9 @@ ROUTES: tuple[Route, ...] = (
     Route(DeadLetter, "dlq.{actor}", (*ACTORS, SUPERVISOR),
           "each actor publishes only its own `dlq.<actor>`",
           narrow={a: (f"dlq.{a}",) for a in ACTORS}),
+    Route(AuditEvent, "audit.{actor}.{decision}", (*_AUDITORS, SUPERVISOR),
+          "privileged decisions (kept a year); each actor publishes only `audit.<actor>.*`",
+          narrow={a: (f"audit.{a}.*",) for a in _AUDITORS}),
 )
 
 #: Sessions of the supervisor's own approval requests and LLM diagnoses: its durable reads

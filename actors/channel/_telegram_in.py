@@ -149,6 +149,11 @@ class Inbound:
 
     async def _stranger(self, base: str, user: Any, sink: Sink) -> None:
         """An unknown user: at most one short answer; with pairing on, ask the owner once."""
+        await self.a.actor.audit(
+            "sender.denied", "refused",
+            "A Telegram user who is not in channels.telegram.allowed_users wrote to the bot"
+            + (" (the owner is asked to pair them once)." if self.cfg.pairing else "."),
+            about=base, principal=f"telegram:{user.id}", refs={"chat": sink.chat})
         if self.cfg.pairing:
             key = f"pairing.{user.id}"
             if await self.a.state_get(key) is not None:

@@ -104,23 +104,32 @@ class ExecutorActor(Actor):
             return
         quarantine = await self._quarantined(req.name)
         if quarantine:
-            await self._result(req, False, quarantine)
+            await self._refuse(req, "quarantined", quarantine)
             return
         if tool.owner_only and not req.is_owner:
-            await self._result(
-                req, False, f"Only the owner may use {req.name}; this request was refused."
+            await self._refuse(
+                req, "owner_only", f"Only the owner may use {req.name}; this request was refused."
             )
             return
         leak = check_arguments(self.ctx.scanner, req.arguments, network=tool.outbound)
         if leak:  # the outbound gate: a secret never leaves without the owner's yes
-            await self._ask_approval(
-                req, f"its arguments carry a secret ({', '.join(leak)}) off this machine")
+            why = f"its arguments carry a secret ({', '.join(leak)}) off this machine"
+            await self.audit("tool.held", "asked", f"The outbound gate held {req.name}: {why}.",
+                             about=req.id, session=req.session,
+                             refs={"tool": req.name, "request": req.id, "rule": "outbound"})
+            await self._ask_approval(req, why)
             return
         reason = await tool.approval_reason(req, self.ctx)
         if reason:
             await self._ask_approval(req, reason)
             return
         await self._run(tool, req)
+
+    async def _refuse(self, req: ToolRequest, rule: str, why: str) -> None:
+        """Refuse a call: the model hears why, the audit log records it."""
+        await self._result(req, False, why)
+        await self.audit("tool.refused", "refused", why, about=req.id, session=req.session,
+                         refs={"tool": req.name, "request": req.id, "rule": rule})
 
     async def _quarantined(self, name: str) -> str:
         """A sentence for the model and the user if the supervisor quarantined this tool."""
