@@ -36,12 +36,22 @@ class NatsConfig(_Section):
     password: str = ""
 
 
+class BreakerConfig(_Section):
+    """Per-provider circuit breaker: this many outage-like failures within the window skip the
+    provider for the cooldown (the fallback chain goes on), then one request probes it."""
+
+    failure_threshold: int = 3
+    window_secs: float = 60.0
+    cooldown_secs: float = 300.0
+
+
 class ModelsConfig(_Section):
     default: str = ""  # "{provider}/{model}"; empty: picked from the SDK environment variables
     fallback: list[str] = msgspec.field(default_factory=list)
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
+    breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
 
 
 class BudgetConfig(_Section):

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
 from contracts import LlmPreview, LlmRequest, LlmResponse
+from contracts.audit import AuditOutcome
 from kit.secrets import load_dotenv
 from state import budget
 
 if TYPE_CHECKING:
+    from actors.llm.breaker import Transition
     from actors.llm.providers import OnText
 
 log = logging.getLogger(__name__)
@@ -45,6 +47,10 @@ class LlmActor(Actor):
             if key in PROVIDER_VARS and key not in os.environ:
                 os.environ[key] = value
         self.calls = 0
+        from actors.llm.breaker import Breakers
+
+        b = self.config.models.breaker
+        self.breakers = Breakers(b.failure_threshold, b.window_secs, b.cooldown_secs)
         # Import the SDKs of the configured chain now, not during the first user's turn.
         sdks = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}
         for spec in self.chain("default"):
@@ -64,7 +70,9 @@ class LlmActor(Actor):
         return chain
 
     def health_info(self) -> dict[str, Any]:
-        return {"models": self.chain("default"), "calls": getattr(self, "calls", 0)}
+        breakers = getattr(self, "breakers", None)
+        return {"models": self.chain("default"), "calls": getattr(self, "calls", 0),
+                "breakers": breakers.snapshot() if breakers else {}}
 
     async def handle(self, req: LlmRequest) -> None:
         response = await self._respond(req)
@@ -89,6 +97,14 @@ class LlmActor(Actor):
         failures: list[str] = []
         on_text = self._previewer(req)
         for spec in chain:
+            provider = spec.partition("/")[0]
+            allowed, moved = self.breakers.allow(provider)
+            await self._breaker_moved(moved, req)
+            if not allowed:
+                when = time.strftime("%H:%M:%S", time.localtime(self.breakers.retry_at(provider)))
+                failures.append(f"{spec}: skipped, the {provider} provider kept failing "
+                                f"(circuit open until {when}).")
+                continue
             try:
                 self.calls += 1
                 done = await complete(
@@ -98,7 +114,15 @@ class LlmActor(Actor):
             except ProviderError as exc:
                 log.warning("model %s failed: %s", spec, exc.message)
                 failures.append(f"{spec}: {exc.message}")
+                if exc.retryable:  # an outage, not a configuration error: counts
+                    await self._breaker_moved(self.breakers.failure(provider, exc.message), req)
+                else:
+                    self.breakers.release(provider)
                 continue
+            except BaseException:
+                self.breakers.release(provider)
+                raise
+            await self._breaker_moved(self.breakers.success(provider), req)
             tokens = done.usage.input_tokens + done.usage.output_tokens
             await budget.add(self.bus, budget.day_key(), tokens)
             await budget.add(self.bus, budget.session_key(req.session), tokens)
@@ -112,6 +136,20 @@ class LlmActor(Actor):
             error=f"I couldn't reach any configured model, so this message went unanswered. "
             f"{detail} Check the model server and [models] in config.toml, then ask again.",
         )
+
+    async def _breaker_moved(self, moved: Transition | None, req: LlmRequest) -> None:
+        """Audit a breaker's change of state (opened, half-open probe, closed)."""
+        if moved is None:
+            return
+        log.warning("circuit breaker of %s: %s (%s)", moved.provider, moved.state, moved.reason)
+        decision = {"open": "breaker.opened", "half_open": "breaker.probe",
+                    "closed": "breaker.closed"}[moved.state]
+        outcome: AuditOutcome = "opened" if moved.state == "open" else (
+            "half_open" if moved.state == "half_open" else "closed")
+        await self.audit(decision, outcome, moved.reason,
+                         about=f"breaker:{moved.provider}:{moved.since:.3f}",
+                         session=req.session, refs={"provider": moved.provider,
+                                                    "request": req.id})
 
     def _previewer(self, req: LlmRequest) -> OnText | None:
         """For a request that asks for a preview: publish the text so far at a bounded rate.

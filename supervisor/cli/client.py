@@ -94,6 +94,20 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         await bus.close()
 
 
+def _breaker_lines(status: dict[str, Any]) -> list[str]:
+    """Model providers whose circuit breaker is not closed (the llm actor's health info)."""
+    lines = []
+    for a in status.get("actors", []):
+        for provider, b in sorted(((a.get("info") or {}).get("breakers") or {}).items()):
+            if b.get("state") == "closed":
+                continue
+            until = time.strftime("%H:%M:%S", time.localtime(b.get("retry_at", 0)))
+            what = ("probing" if b["state"] == "half_open"
+                    else f"open, skipped until {until}")
+            lines.append(f"model provider {provider}: circuit {what} ({b.get('last_error', '')})")
+    return lines
+
+
 def render_status(status: dict[str, Any]) -> str:
     """A readable table of actors, then NATS, stream counts and Flatline's interventions."""
     rows = [("ACTOR", "PID", "HEALTHY", "STATE", "RESTARTS", "LAST CRASH")]
@@ -112,6 +126,7 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"metrics: {status['metrics_url']}")
     for name, s in status.get("streams", {}).items():
         lines.append(f"stream {name}: {s['messages']} messages")
+    lines += _breaker_lines(status)
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")
