@@ -46,7 +46,7 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         kv_read=("state", "budget"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
-                  "state:telegram.>"),
+                  "done:webhook.>", "state:telegram.>"),
     ),
     "planner": Grant(kv_read=("state", "budget"), kv_write=("sessions:>",)),
     "llm": Grant(kv_write=("budget:day.>", "budget:session.>")),

@@ -42,7 +42,7 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     text: str
     reply_to: Sink
     is_owner: bool = False
-    origin: str = "user"  # user | schedule | event
+    origin: str = "user"  # user | schedule | event | webhook
     attachments: list[Attachment] = msgspec.field(default_factory=list)
     # Set by the channel: show the answer while it is written, one edit at most every this many
     # seconds (0: no preview). The channel owns the chat's policy; planner and llm pass it on.

@@ -114,10 +114,25 @@ class SlackChannel(_Section):
             raise ValueError("ping_interval_secs must be positive")
 
 
+class WebhookChannel(_Section):
+    """Webhooks: signed HTTP deliveries become turns of a `webhook:<source>` principal (never
+    the owner); their replies go to `sink`, which must be set."""
+
+    enabled: bool = False
+    listen: str = "127.0.0.1"
+    port: int = 8788  # 0 picks a free port (tests)
+    path: str = "/hooks"  # deliveries are POSTed to <path>/<source>
+    secret_env: str = "WINTERMUTE_WEBHOOK_SECRET"  # the HMAC key (environment or .env)
+    replay_window_secs: float = 300.0  # older or future timestamps are refused; ids seen are kept
+    sink: str = ""  # channel:chat that webhook turns reply to
+    max_body_kb: int = 256
+
+
 class ChannelsConfig(_Section):
     terminal: TerminalChannel = msgspec.field(default_factory=TerminalChannel)
     telegram: TelegramChannel = msgspec.field(default_factory=TelegramChannel)
     slack: SlackChannel = msgspec.field(default_factory=SlackChannel)
+    webhook: WebhookChannel = msgspec.field(default_factory=WebhookChannel)
 
 
 class OwnerConfig(_Section):
@@ -458,6 +473,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    _check_webhook(config.channels.webhook)
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
@@ -466,6 +482,23 @@ def _check(config: Config, agent: AgentConfig) -> None:
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_tasks(agent)
+
+
+def _check_webhook(hook: WebhookChannel) -> None:
+    """An enabled webhook channel names where its replies go, explicitly."""
+    if not hook.enabled:
+        return
+    if not hook.sink or ":" not in hook.sink:
+        raise ConfigError(
+            "config.toml: 'channels.webhook.sink' is required when the webhook channel is "
+            "enabled: set the 'channel:chat' its replies go to (e.g. 'telegram:123456'); "
+            "replies never go to 'the last active chat'")
+    if hook.sink.split(":", 1)[0] == "webhook":
+        raise ConfigError("config.toml: invalid value for 'channels.webhook.sink': a webhook "
+                          "cannot be replied to; name a chat of another channel")
+    if hook.replay_window_secs <= 0 or hook.max_body_kb <= 0:
+        raise ConfigError("config.toml: 'channels.webhook.replay_window_secs' and "
+                          "'max_body_kb' must be positive")
 
 
 def _check_tasks(agent: AgentConfig) -> None:

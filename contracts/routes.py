@@ -51,7 +51,7 @@ STOP_ORDER: tuple[str, ...] = (
 SUPERVISOR = "supervisor"
 CLI = "cli"
 #: The channels whose inbound subjects the channel actor publishes (its adapters).
-CHANNELS: tuple[str, ...] = ("terminal", "telegram", "slack")
+CHANNELS: tuple[str, ...] = ("terminal", "telegram", "slack", "webhook")
 #: Streams by short name: a subject's first token after the prefix names its stream.
 STREAMS: tuple[str, ...] = ("in", "out", "cmd", "evt", "dlq", "audit")
 
@@ -130,6 +130,9 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
     # Scheduled turns enter on in.schedule.<task> (their reply goes to the task's sink).
     if msg.origin == "schedule":
         return {"channel": "schedule", "chat": msg.session.removeprefix("task:")}
+    # Webhook deliveries enter on in.webhook.<source>; their reply sink is another channel's.
+    if msg.origin == "webhook":
+        return {"channel": "webhook", "chat": msg.principal.removeprefix("webhook:")}
     return {"channel": msg.reply_to.channel, "chat": msg.reply_to.chat}
 
 

@@ -27,6 +27,7 @@ ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
 ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
 ADAPTERS["slack"] = "actors.channel.slack:SlackAdapter"
 ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
+ADAPTERS["webhook"] = "actors.channel.webhook:WebhookAdapter"
 NO_REPLY = "[NO_REPLY]"
 
 
