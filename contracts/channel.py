@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from contracts.base import Msg
+from contracts.labels import Label
 
 
 class Sink(msgspec.Struct, frozen=True, kw_only=True):
@@ -47,6 +48,9 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     # Set by the channel: show the answer while it is written, one edit at most every this many
     # seconds (0: no preview). The channel owns the chat's policy; planner and llm pass it on.
     preview_interval: float = 0.0
+    # Set by the channel: how far this turn's data may travel (contracts/labels.py). Every
+    # turn is at least internal; a webhook's source may be configured higher.
+    label: Label = "internal"
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

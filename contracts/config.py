@@ -52,6 +52,11 @@ class ModelsConfig(_Section):
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
+    # Data labelled sensitive or above goes only to models running on this machine: `local`,
+    # then the chain's models whose provider is in `local_providers`; none: such turns are
+    # refused. Secret data goes to no model.
+    local: str = ""
+    local_providers: list[str] = msgspec.field(default_factory=lambda: ["ollama"])
 
 
 class BudgetConfig(_Section):
@@ -126,6 +131,7 @@ class WebhookChannel(_Section):
     replay_window_secs: float = 300.0  # older or future timestamps are refused; ids seen are kept
     sink: str = ""  # channel:chat that webhook turns reply to
     max_body_kb: int = 256
+    label: str = "internal"  # security label of its deliveries (at least internal)
 
 
 class ChannelsConfig(_Section):
@@ -441,6 +447,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
     """Checks a type cannot express."""
     models = [("models.default", config.models.default)]
     models += [(f"models.fallback[{i}]", m) for i, m in enumerate(config.models.fallback)]
+    models += [("models.local", config.models.local)]
     models += [(f"models.roles.{k}", m) for k, m in config.models.roles.items()]
     models += [(f"models.skills.{k}", m) for k, m in config.models.skills.items()]
     for key, spec in models:
@@ -496,6 +503,13 @@ def _check_webhook(hook: WebhookChannel) -> None:
     if hook.sink.split(":", 1)[0] == "webhook":
         raise ConfigError("config.toml: invalid value for 'channels.webhook.sink': a webhook "
                           "cannot be replied to; name a chat of another channel")
+    from contracts.labels import LabelError, parse
+
+    try:
+        parse(hook.label)
+    except LabelError as exc:
+        raise ConfigError(f"config.toml: invalid value for 'channels.webhook.label': {exc}") \
+            from None
     if hook.replay_window_secs <= 0 or hook.max_body_kb <= 0:
         raise ConfigError("config.toml: 'channels.webhook.replay_window_secs' and "
                           "'max_body_kb' must be positive")

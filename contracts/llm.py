@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.base import Msg
 from contracts.channel import Sink
+from contracts.labels import Label
 from contracts.tools import ToolRequest
 
 
@@ -58,6 +59,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # the answer and publish LlmPreview events for this sink at most once per interval.
     preview_to: Sink | None = None
     preview_interval: float = 0.0
+    # The highest label of the data in `messages` (the session's, contracts/labels.py): the
+    # llm actor sends sensitive and above only to local models, secret to none.
+    label: Label = "internal"
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

@@ -27,7 +27,7 @@ from aiohttp import web
 
 from actors.channel.adapter import Adapter
 from bus import Reject
-from contracts import ApprovalPrompt, Notice, Reply, Sink, TurnRequest, short_hash
+from contracts import ApprovalPrompt, Notice, Reply, Sink, TurnRequest, labels, short_hash
 from kit.secrets import load_dotenv
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,7 @@ class WebhookAdapter(Adapter):
         turn = TurnRequest(
             id=turn_id, session=turn_id, principal=principal, is_owner=False, origin="webhook",
             text=PREAMBLE.format(source=source) + text, reply_to=self.sink,
+            label=labels.join(labels.INTERNAL, self.cfg.label),  # third-party: at least internal
         )
         # Publish first, then remember the id: a crash in between lets the sender retry, and
         # the turn's derived id makes JetStream drop the second copy.

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
+from actors.llm.routing import route
 from contracts import LlmPreview, LlmRequest, LlmResponse
 from contracts.audit import AuditOutcome
 from kit.secrets import load_dotenv
@@ -89,6 +90,18 @@ class LlmActor(Actor):
         chain = self.chain(req.role)
         if not chain:
             return LlmResponse(**base, error=NO_MODEL.format(home=self.home))
+        routed = route(req.label, chain, self.config.models.local,
+                       self.config.models.local_providers)
+        if routed.refusal:
+            await self.audit("routing.refused", "refused", routed.refusal, about=req.id,
+                             session=req.session, refs={"label": req.label, "request": req.id})
+            return LlmResponse(**base, error=routed.refusal)
+        if routed.local_only:
+            await self.audit("routing.local", "allowed",
+                             f"Data labelled {req.label} goes only to local models: "
+                             f"{', '.join(routed.chain)}.", about=req.id, session=req.session,
+                             refs={"label": req.label, "request": req.id})
+        chain = routed.chain
         over = await budget.exhausted(self.bus, self.config.budget, req.session)
         if over:
             return LlmResponse(**base, error=over)

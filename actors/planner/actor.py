@@ -30,6 +30,7 @@ from contracts import (
     ToolResult,
     ToolSpec,
     TurnRequest,
+    labels,
     short_hash,
 )
 
@@ -79,6 +80,8 @@ class PlannerActor(Actor):
                 return await self._on_tool(state, msg)
             case SessionReset():
                 state.history = []
+                # Forgotten history no longer raises the session's label (a running turn's does).
+                state.label = state.active.label if state.active is not None else "public"
                 log.info("session history reset")
                 return True
         return False
@@ -98,7 +101,8 @@ class PlannerActor(Actor):
         return True
 
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
-        state.active = TurnState(request=req)
+        state.label = labels.join(state.label, req.label)
+        state.active = TurnState(request=req, label=state.label)
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
         await self.send(recall)
 
@@ -139,7 +143,7 @@ class PlannerActor(Actor):
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
             preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
-            preview_interval=turn.request.preview_interval,
+            preview_interval=turn.request.preview_interval, label=turn.label,
         )
         await self.send(req)
 

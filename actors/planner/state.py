@@ -23,6 +23,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     tool_calls_used: int = 0
     tool_failures: int = 0  # failed tool results (a scheduled turn failing them all failed)
     new_from: int = 0  # index in messages where this turn's own messages start
+    label: str = "internal"  # the highest label of what the model sees in this turn
 
     @property
     def turn_id(self) -> str:
@@ -40,6 +41,8 @@ class SessionState(msgspec.Struct, kw_only=True):
     # The last user turn's preview cadence and chat, for turns the planner starts itself.
     preview_interval: float = 0.0
     preview_sink: Sink | None = None
+    # The highest label of any turn in this session: its history carries that data along.
+    label: str = "public"
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""
