@@ -257,7 +257,7 @@ class Consumer:
                 f"{self.sub.max_deliver} times"
             )
             return
-        tracing.annotate(**{f"wintermute.{k}": v for k in ("session", "turn_id")
+        tracing.annotate({f"wintermute.{k}": v for k in ("session", "turn_id")
                             if isinstance(v := getattr(msg, k, None), str) and v})
         key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
         # in_progress from the moment of fetch: waiting behind the session lock counts too

@@ -181,6 +181,10 @@ class ExecutorActor(Actor):
         if out is None:
             return  # forwarded: another actor answers
         duration_ms = int((time.monotonic() - started) * 1000)
+        tracing.annotate({"gen_ai.tool.name": req.name, "wintermute.tool.ok": out.ok,
+                            "wintermute.tool.duration_ms": duration_ms})
+        if not out.ok:
+            tracing.failed(f"{req.name} failed")
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
         await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
 from actors.llm.routing import route
+from bus import tracing
 from contracts import LlmPreview, LlmRequest, LlmResponse
 from contracts.audit import AuditOutcome
 from kit.secrets import load_dotenv
@@ -137,6 +138,11 @@ class LlmActor(Actor):
                 raise
             await self._breaker_moved(self.breakers.success(provider), req)
             tokens = done.usage.input_tokens + done.usage.output_tokens
+            tracing.annotate({  # GenAI semantic conventions on the handling span
+                "gen_ai.operation.name": "chat", "gen_ai.system": spec.split("/", 1)[0],
+                "gen_ai.request.model": spec.split("/", 1)[-1],
+                "gen_ai.usage.input_tokens": done.usage.input_tokens,
+                "gen_ai.usage.output_tokens": done.usage.output_tokens})
             await budget.add(self.bus, budget.day_key(), tokens)
             await budget.add(self.bus, budget.session_key(req.session), tokens)
             return LlmResponse(

@@ -132,10 +132,12 @@ async def rerun(settings: Settings, bus: Bus, turn: RecordedTurn, timeout: float
     env = {"WM__NATS__URL": bus.url, "WM__NATS__PREFIX": scratch}
     scratch_settings = load_settings(settings.home, {**_plain_env(), **env})
     user, password = nats_login(settings)
-    login = {"credentials": settings.config.nats.credentials, "user": user, "password": password}
-    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(**login)
+    creds = settings.config.nats.credentials
+    sbus = await Bus(bus.url, scratch, name="wintermute-replay").connect(
+        credentials=creds, user=user, password=password)
     report: list[str] = []
-    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(**login)
+    planner_bus = await Bus(bus.url, scratch, name="wintermute-replay-planner").connect(
+        credentials=creds, user=user, password=password)
     try:
         await _drop_scratch(sbus)
         await sbus.provision()
