@@ -74,7 +74,12 @@ class LlmActor(Actor):
     def health_info(self) -> dict[str, Any]:
         breakers = getattr(self, "breakers", None)
         return {"models": self.chain("default"), "calls": getattr(self, "calls", 0),
-                "breakers": breakers.snapshot() if breakers else {}}
+                "breakers": breakers.snapshot(self._providers()) if breakers else {}}
+
+    def _providers(self) -> list[str]:
+        """Every provider a request may reach: the default chain's and the local model's."""
+        specs = [*self.chain("default"), self.config.models.local]
+        return [m.partition("/")[0] for m in specs if m]
 
     async def handle(self, req: LlmRequest) -> None:
         response = await self._respond(req)

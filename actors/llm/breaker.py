@@ -13,7 +13,7 @@ failed calls. Transitions are returned to the caller, which audits them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -106,11 +106,13 @@ class Breakers:
         """When an open breaker lets a probe through."""
         return self._get(provider).opened_at + self.cooldown
 
-    def snapshot(self) -> dict[str, dict[str, object]]:
-        """Each known provider's state, for health info and `wintermute status`."""
+    def snapshot(self, providers: Iterable[str] = ()) -> dict[str, dict[str, object]]:
+        """The state of each provider used so far and of `providers` (the configured chain),
+        for health info and `wintermute status`."""
         now = self.clock()
         out: dict[str, dict[str, object]] = {}
-        for name, b in sorted(self._by.items()):
+        for name in sorted({*self._by, *providers}):
+            b = self._by.get(name) or Breaker(name)
             recent = len([t for t in b.failures if now - t < self.window])
             row: dict[str, object] = {"state": b.state, "recent_failures": recent}
             if b.state != "closed":
