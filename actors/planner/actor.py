@@ -180,7 +180,7 @@ class PlannerActor(Actor):
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to,
+                reply_to=turn.request.reply_to, label=turn.label,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)

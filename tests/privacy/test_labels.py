@@ -119,3 +119,27 @@ async def test_sensitive_data_goes_to_the_local_model_and_the_owner_chat_to_the_
     assert "glucose" in json.dumps(ollama.requests)
     assert "glucose" not in json.dumps(fake.requests)
     assert "weather" in json.dumps(fake.requests) and "weather" not in json.dumps(ollama.requests)
+
+
+async def test_escalating_sensitive_data_stays_on_local_models(
+    fake: FakeLLM, ollama: FakeLLM, settings_for: SettingsFor, bus: Bus,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The escalate tool hands the turn's data to the oracle model: the tool call carries the
+    turn's label, so a sensitive turn's question goes to the local model even though the
+    configured oracle is a cloud one."""
+    monkeypatch.setenv("WINTERMUTE_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("OLLAMA_HOST", ollama.url)
+    settings = hook_settings(settings_for, WM__CHANNELS__WEBHOOK__LABEL="sensitive",
+                             WM__MODELS__LOCAL="ollama/test-model",
+                             WM__MODELS__ROLES='{"oracle": "openai/test-model"}')
+    ask = 'tool:escalate {"question": "is glucose 5.4 mmol/L normal?"}'
+    async with actors(settings, *ALL) as running, chat(settings) as terminal:
+        status, _ = await post((await endpoint(running)) + "/mail", {"text": ask})
+        assert status == 202
+        reply = await terminal.next(timeout=60)
+        oracle = await audited(bus, lambda e: e.decision == "routing.local"
+                               and e.refs["request"].endswith(":escalate"))
+    assert "Tool said" in reply.text
+    assert oracle and oracle[0].refs["label"] == "sensitive"
+    assert "glucose" not in json.dumps(fake.requests)
