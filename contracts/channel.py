@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from contracts.base import Msg
@@ -35,6 +37,12 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
 
 
+#: Who a turn speaks for, set at the edge (seed 003 §4): the owner, someone the owner paired or
+#: allowed (a third party), a webhook source, a scheduled task (cron), an event the system
+#: raised itself; "" for producers older than the field.
+PrincipalKind = Literal["owner", "paired", "third_party", "webhook", "cron", "event", ""]
+
+
 class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     """Something for the agent to answer: a user message, a scheduled task, a deferred event."""
 
@@ -51,6 +59,7 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     # Set by the channel: how far this turn's data may travel (contracts/labels.py). Every
     # turn is at least internal; a webhook's source may be configured higher.
     label: Label = "internal"
+    principal_kind: PrincipalKind = ""
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

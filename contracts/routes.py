@@ -139,7 +139,7 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
 _OUT = "out.{sink.channel}.{sink.chat}"
 #: The actors that take privileged decisions today (approvals, refusals, denied senders,
 #: circuit breakers); only they may write to the audit log.
-_AUDITORS = ("channel", "executor", "approval", "llm")
+_AUDITORS = ("channel", "planner", "executor", "approval", "llm")
 
 ROUTES: tuple[Route, ...] = (
     Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,

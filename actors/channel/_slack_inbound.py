@@ -144,7 +144,8 @@ class Inbound:
         if group:  # several people share a thread; the model needs to know who speaks
             body = f"[{principal.rsplit(':', 1)[-1]}] {body}"
         turn = TurnRequest(id=input_id, session=session, principal=principal, text=body,
-                           reply_to=sink, is_owner=is_owner)
+                           reply_to=sink, is_owner=is_owner,
+                           principal_kind="owner" if is_owner else "third_party")
         await self.bus.send(turn)
 
     # --- buttons and slash commands ---------------------------------------------------------

@@ -119,6 +119,8 @@ class Inbound:
         turn = TurnRequest(
             id=base, session=session, principal=principal, text=text, reply_to=sink,
             is_owner=ctx.is_owner, attachments=attachments,
+            principal_kind="owner" if ctx.is_owner else (
+                "third_party" if user.id in self.cfg.allowed_users else "paired"),
             preview_interval=self.cfg.preview_interval_secs if self.cfg.preview else 0.0,
         )
         await self.a.bus.send(turn)

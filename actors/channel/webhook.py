@@ -150,6 +150,7 @@ class WebhookAdapter(Adapter):
             return _answer(400, "The 'text' is empty.")
         turn = TurnRequest(
             id=turn_id, session=turn_id, principal=principal, is_owner=False, origin="webhook",
+            principal_kind="webhook",
             text=PREAMBLE.format(source=source) + text, reply_to=self.sink,
             label=labels.join(labels.INTERNAL, self.cfg.label),  # third-party: at least internal
         )

@@ -141,7 +141,7 @@ class HeartbeatActor(Actor):
             text = job.prompt.format(now=time.strftime("%Y-%m-%d %H:%M %Z"), upcoming=upcoming)
         turn = TurnRequest(
             id=f"task:{job.name}:{suffix}", session=f"task:{job.name}", principal="heartbeat",
-            text=text, reply_to=sink, is_owner=True, origin="schedule",
+            text=text, reply_to=sink, is_owner=True, origin="schedule", principal_kind="cron",
         )
         await self.send(turn)
         log.info("fired %s %s", job.kind, job.name)

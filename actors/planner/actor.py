@@ -15,7 +15,9 @@ from typing import Any
 
 from actors.base import Actor
 from actors.planner import context
+from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, dump, load
+from bus import Reject
 from contracts import (
     ChatMessage,
     LlmRequest,
@@ -89,6 +91,12 @@ class PlannerActor(Actor):
     # -- turns -----------------------------------------------------------------------------
 
     async def _on_turn(self, state: SessionState, req: TurnRequest) -> bool:
+        why = forged(req, self.config.owner.principals)
+        if why:
+            await self.audit("turn.refused", "refused", f"Refused a turn: {why}.", about=req.id,
+                             principal=req.principal, session=req.session,
+                             refs={"turn": req.id, "kind": req.principal_kind})
+            raise Reject(f"inconsistent principal: {why}")
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
@@ -117,7 +125,7 @@ class PlannerActor(Actor):
             sink = Sink.parse(self.config.owner.sink)
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
-            reply_to=sink, is_owner=True, origin="event",
+            reply_to=sink, is_owner=True, origin="event", principal_kind="event",
             # The chat's preview cadence, as its channel set it on the session's last user turn.
             preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )

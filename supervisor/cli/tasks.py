@@ -80,7 +80,7 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
         turn = TurnRequest(
             id=f"task:{name}:manual-{time.time_ns()}", session=f"task:{name}",
             principal="heartbeat", text=text, reply_to=Sink.parse(str(job["sink"])),
-            is_owner=True, origin="schedule")
+            is_owner=True, origin="schedule", principal_kind="cron")
         await bus.send(turn)
         return True, f"Fired {name} now; its answer goes to {job['sink']}."
     finally:
