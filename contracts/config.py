@@ -165,6 +165,9 @@ DEFAULT_SANDBOXED_RISKY = [r"\bgit\s+push\b.*--force"]
 
 
 class ExecutorConfig(_Section):
+    # Label ceilings by tool name (contracts/labels.py): a result is labelled at least this,
+    # whatever the tool claims; unlisted tools: internal.
+    tool_labels: dict[str, str] = msgspec.field(default_factory=dict)
     # auto: a Docker/Podman API with `image`, else bubblewrap, else direct (unsandboxed)
     mode: str = "auto"
     # sandboxed modes: "proxy" (only egress.allowed_domains + package registries) or "none"
@@ -481,6 +484,14 @@ def _check(config: Config, agent: AgentConfig) -> None:
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
     _check_webhook(config.channels.webhook)
+    from contracts.labels import LabelError, parse
+
+    for tool, label in config.executor.tool_labels.items():
+        try:
+            parse(label)
+        except LabelError as exc:
+            raise ConfigError(
+                f"config.toml: invalid value for 'executor.tool_labels.{tool}': {exc}") from None
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 

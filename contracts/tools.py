@@ -39,6 +39,9 @@ class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
     output: str
     deferred: bool = False
     reply_to: Sink | None = None
+    # The label of `output` (contracts/labels.py): the tool's ceiling joined with what it
+    # claimed; the planner raises the turn's label by it.
+    label: Label = "internal"
 
 
 class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):

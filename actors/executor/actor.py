@@ -26,6 +26,7 @@ from contracts import (
     ToolOutcome,
     ToolRequest,
     ToolResult,
+    labels,
     short_hash,
 )
 from contracts.records import ExecutorFacts
@@ -125,6 +126,21 @@ class ExecutorActor(Actor):
             return
         await self._run(tool, req)
 
+    async def _label(self, req: ToolRequest, claimed: str) -> str:
+        """The result's label: the tool's ceiling, raised (never lowered) by its claim; a claim
+        below the ceiling, or not a label at all, is overridden and audited."""
+        ceiling = self.config.executor.tool_labels.get(req.name, labels.INTERNAL)
+        try:
+            label = labels.join(ceiling, labels.parse(claimed)) if claimed else ceiling
+        except labels.LabelError:
+            label = ceiling
+        if claimed and claimed != label:
+            await self.audit("label.override", "refused",
+                             f"{req.name} claimed its output is {claimed!r}; its ceiling makes "
+                             f"it {label}.", about=req.id, session=req.session,
+                             refs={"tool": req.name, "claimed": claimed[:40], "label": label})
+        return label
+
     async def _refuse(self, req: ToolRequest, rule: str, why: str) -> None:
         """Refuse a call: the model hears why, the audit log records it."""
         await self._result(req, False, why)
@@ -187,7 +203,9 @@ class ExecutorActor(Actor):
             tracing.failed(f"{req.name} failed")
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
-        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)
+        label = await self._label(req, out.label)
+        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id,
+                           label=label)
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -213,11 +231,12 @@ class ExecutorActor(Actor):
 
     async def _result(
         self, req: ToolRequest, ok: bool, output: str, *, deferred: bool = False,
-        result_id: str = "",
+        result_id: str = "", label: str = labels.INTERNAL,
     ) -> None:
         result = ToolResult(
             id=result_id or f"{req.id}:result", session=req.session, turn_id=req.turn_id,
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
+            label=label,
         )
         await self.send(result)

@@ -126,6 +126,7 @@ class PlannerActor(Actor):
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
             reply_to=sink, is_owner=True, origin="event", principal_kind="event",
+            label=labels.join(labels.INTERNAL, result.label),
             # The chat's preview cadence, as its channel set it on the session's last user turn.
             preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
@@ -201,6 +202,9 @@ class PlannerActor(Actor):
         if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
             return False
         turn.results[msg.call_id] = msg
+        # The tool's data joins the conversation: the turn and the session carry its label.
+        turn.label = labels.join(turn.label, msg.label)
+        state.label = labels.join(state.label, msg.label)
         turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True

@@ -143,3 +143,35 @@ async def test_escalating_sensitive_data_stays_on_local_models(
     assert "Tool said" in reply.text
     assert oracle and oracle[0].refs["label"] == "sensitive"
     assert "glucose" not in json.dumps(fake.requests)
+
+
+CALENDAR = ("import json\n"
+            "print(json.dumps({'label': 'public', 'events': ['dentist 09:00, root canal']}))\n")
+
+
+async def test_17_05_a_tool_claiming_public_is_held_to_its_ceiling(
+    fake: FakeLLM, settings_for: SettingsFor, bus: Bus,
+) -> None:
+    """Seed #5 (a tool returns `label: public` for calendar data; the kernel overrides with
+    its ceiling `sensitive`): an agent-created `calendar` tool claims public; the owner's
+    ceiling `executor.tool_labels.calendar = sensitive` wins (audited as label.override), the
+    turn becomes sensitive, and with no local model its data never reaches the cloud model."""
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model",
+                            WM__EXECUTOR__TOOL_LABELS='{"calendar": "sensitive"}')
+    scripts = settings.home / "scripts"
+    (scripts / "calendar.py").write_text(CALENDAR)
+    (scripts / "calendar.json").write_text(json.dumps(
+        {"name": "calendar", "description": "today's events", "parameters": {"type": "object"}}))
+    async with actors(settings, *ALL), chat(settings) as owner:
+        reply = await owner.ask("tool:calendar {}", timeout=90)
+        [override] = await audited(bus, lambda e: e.decision == "label.override")
+        [refused] = await audited(bus, lambda e: e.decision == "routing.refused")
+    assert "labelled sensitive" in reply
+    assert (override.refs["claimed"], override.refs["label"]) == ("public", "sensitive")
+    assert refused.refs["label"] == "sensitive"
+    assert "dentist" not in json.dumps(fake.requests)
+
+
+def test_tool_label_ceilings_must_be_labels(settings_for: SettingsFor) -> None:
+    with pytest.raises(ConfigError, match="executor.tool_labels.calendar"):
+        settings_for(WM__EXECUTOR__TOOL_LABELS='{"calendar": "private"}')
