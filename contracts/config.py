@@ -272,6 +272,13 @@ class TelemetryConfig(_Section):
     metrics_port: int = 0  # 0: a free port (its URL is in `wintermute status`)
 
 
+class PrivacyConfig(_Section):
+    # Sinks ("channel:chat", "slack:*") that data of a label may be written to; a label
+    # above internal without a rule reaches only owner.sink (secret: nothing). Keys are
+    # labels, or "regulated:*" for every regulated kind.
+    sink_rules: dict[str, list[str]] = msgspec.field(default_factory=dict)
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -288,6 +295,7 @@ class Config(_Section):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
+    privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
 
 
 class Personality(_Section):
@@ -486,6 +494,13 @@ def _check(config: Config, agent: AgentConfig) -> None:
     _check_webhook(config.channels.webhook)
     from contracts.labels import LabelError, parse
 
+    for label in config.privacy.sink_rules:
+        if label != "regulated:*":
+            try:
+                parse(label)
+            except LabelError as exc:
+                raise ConfigError(
+                    f"config.toml: invalid key in 'privacy.sink_rules': {exc}") from None
     for tool, label in config.executor.tool_labels.items():
         try:
             parse(label)

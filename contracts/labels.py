@@ -10,7 +10,9 @@ models may see it (`actors/llm`): sensitive and above only local ones, secret no
 
 from __future__ import annotations
 
+import fnmatch
 import re
+from collections.abc import Mapping
 from typing import Annotated
 
 import msgspec
@@ -54,6 +56,24 @@ def join(a: str, b: str) -> str:
 def dominates(a: str, b: str) -> bool:
     """Whether data labelled `b` may flow where `a` is cleared (a ≥ b in the lattice)."""
     return join(a, b) == a
+
+
+def cleared(label: str, sink: str, rules: Mapping[str, list[str]], owner_sink: str) -> bool:
+    """Whether data labelled `label` may be written to `sink` ("channel:chat"): no write down.
+
+    public and internal data go anywhere. For higher labels `rules` (privacy.sink_rules) lists
+    the sinks allowed per label (`telegram:123`, `slack:*`); a label without a rule may reach
+    only the owner's own sink, except secret, which reaches nothing unless a rule says so.
+    """
+    if rank(label) < _RANK[SENSITIVE]:
+        return True
+    if label in rules:
+        allowed = rules[label]
+    elif label.startswith("regulated:") and "regulated:*" in rules:
+        allowed = rules["regulated:*"]
+    else:
+        allowed = [] if label == SECRET else [owner_sink]
+    return any(fnmatch.fnmatchcase(sink, pattern) for pattern in allowed if pattern)
 
 
 def local_only(label: str) -> bool:

@@ -231,6 +231,7 @@ class PlannerActor(Actor):
         req = turn.request
         if req.origin == "schedule":
             await self._task_outcome(turn, failure)
+        text = await self._cleared(turn, text)
         reply = Reply(
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
@@ -243,6 +244,21 @@ class PlannerActor(Actor):
         if state.queue:
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
+
+    async def _cleared(self, turn: TurnState, text: str) -> str:
+        """No write down: an answer carrying data above what its sink is cleared for is
+        withheld there (privacy.sink_rules), audited, and the chat told why."""
+        sink = turn.request.reply_to
+        where = f"{sink.channel}:{sink.chat}"
+        if labels.cleared(turn.label, where, self.config.privacy.sink_rules,
+                          self.config.owner.sink):
+            return text
+        why = (f"This answer was withheld: it carries data labelled {turn.label}, which may not "
+               f"be sent to {where} (privacy.sink_rules in config.toml).")
+        await self.audit("sink.denied", "refused", why, about=turn.turn_id,
+                         principal=turn.request.principal, session=turn.request.session,
+                         refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
+        return why
 
     async def _task_outcome(self, turn: TurnState, failure: str) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks)."""

@@ -175,3 +175,54 @@ async def test_17_05_a_tool_claiming_public_is_held_to_its_ceiling(
 def test_tool_label_ceilings_must_be_labels(settings_for: SettingsFor) -> None:
     with pytest.raises(ConfigError, match="executor.tool_labels.calendar"):
         settings_for(WM__EXECUTOR__TOOL_LABELS='{"calendar": "private"}')
+
+
+def test_sinks_are_cleared_per_label() -> None:
+    rules = {"regulated:health": ["telegram:111"], "sensitive": ["slack:*", "telegram:111"]}
+    assert labels.cleared("internal", "slack:C1", {}, "telegram:111")
+    assert labels.cleared("sensitive", "slack:C9", rules, "telegram:111")
+    assert not labels.cleared("regulated:health", "slack:C9", rules, "telegram:111")
+    assert labels.cleared("regulated:health", "telegram:111", rules, "terminal:owner")
+    assert labels.cleared("regulated:finance", "terminal:owner", rules, "terminal:owner")
+    assert not labels.cleared("regulated:finance", "telegram:111", rules, "terminal:owner")
+    assert not labels.cleared("secret", "terminal:owner", {}, "terminal:owner")
+
+
+async def test_17_07_regulated_data_reaches_only_cleared_sinks(
+    fake: FakeLLM, ollama: FakeLLM, settings_for: SettingsFor, bus: Bus,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seed #7 (regulated:health data cannot egress to WhatsApp or Slack, only to the owner's
+    own sink): a webhook source labelled regulated:health whose replies are configured to go
+    to a team chat; the answer is withheld there (audited as sink.denied) because only the
+    owner's sink is cleared, and nothing of the data reaches the chat."""
+    monkeypatch.setenv("WINTERMUTE_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("OLLAMA_HOST", ollama.url)
+    settings = hook_settings(settings_for, WM__CHANNELS__WEBHOOK__LABEL="regulated:health",
+                             WM__CHANNELS__WEBHOOK__SINK="terminal:team",
+                             WM__MODELS__LOCAL="ollama/test-model")
+    async with actors(settings, *ALL) as running, chat(settings, "team") as team:
+        status, _ = await post((await endpoint(running)) + "/lab",
+                               {"text": "HbA1c 6.9% for patient 12"})
+        assert status == 202
+        reply = await team.next(timeout=60)
+        [denied] = await audited(bus, lambda e: e.decision == "sink.denied")
+    assert "withheld" in reply.text and "HbA1c" not in reply.text
+    assert denied.actor == "planner" and denied.refs["sink"] == "terminal:team"
+    assert denied.refs["label"] == "regulated:health"
+
+
+async def test_a_sink_rule_clears_a_chat_for_a_label(
+    fake: FakeLLM, ollama: FakeLLM, settings_for: SettingsFor,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("WINTERMUTE_WEBHOOK_SECRET", SECRET)
+    monkeypatch.setenv("OLLAMA_HOST", ollama.url)
+    settings = hook_settings(settings_for, WM__CHANNELS__WEBHOOK__LABEL="regulated:health",
+                             WM__CHANNELS__WEBHOOK__SINK="terminal:team",
+                             WM__MODELS__LOCAL="ollama/test-model",
+                             WM__PRIVACY__SINK_RULES='{"regulated:*": ["terminal:team"]}')
+    async with actors(settings, *ALL) as running, chat(settings, "team") as team:
+        assert (await post((await endpoint(running)) + "/lab", {"text": "HbA1c 6.9%"}))[0] == 202
+        reply = await team.next(timeout=60)
+    assert "HbA1c" in reply.text
