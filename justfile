@@ -29,6 +29,7 @@ lint: install
 bench: install
     {{py}} -m benchmarks.bus_throughput
     {{py}} -m benchmarks.turn_latency
+    {{py}} -m benchmarks.memory_search
 
 # fault-injection campaign (kill -9, SIGSTOP, nats-server kills) that prints figures
 chaos *ARGS: install

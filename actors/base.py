@@ -83,9 +83,9 @@ class Actor:
         """Publish `msg` on the subject its route derives from it."""
         return await self.bus.send(msg)
 
-    async def audit(self, decision: str, outcome: AuditOutcome, reason: str, *, about: str,
-                    principal: str = "", session: str = "",
-                    refs: dict[str, str] | None = None) -> None:
+    async def audit_decision(self, decision: str, outcome: AuditOutcome, reason: str, *,
+                             about: str, principal: str = "", session: str = "",
+                             refs: dict[str, str] | None = None) -> None:
         """Record a privileged decision on the audit stream (`wintermute audit` lists them)."""
         await self.send(audit_event(self.name, decision, outcome, reason, about=about,
                                     principal=principal, session=session, refs=refs))

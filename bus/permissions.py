@@ -57,14 +57,18 @@ GRANTS: dict[str, Grant] = {
     ),
     "memory": Grant(kv_write=("state:memory",)),
     "approval": Grant(kv_write=("approvals:>",)),
-    "observer": Grant(),
+    # learning is charged to the daily budget: the observer reads it before asking the model
+    "observer": Grant(kv_read=("budget",)),
     "heartbeat": Grant(kv_read=("health", "state", "budget"),
                        kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         subscribe=(">",),
         kv_read=("state", "tools"),
-        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
+        # sessions: `replay --fork-at` seeds the history of the new session it forks into
+        # budget:day: `replay --model` charges a live model's tokens to today's budget
+        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",
+                  "budget:day.>"),
         history=("in", "out", "cmd", "evt", "dlq", "audit"),
         scratch=True,
     ),

@@ -25,7 +25,19 @@ from contracts.llm import (
     ToolSpec,
     Usage,
 )
-from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recalled
+from contracts.memory import (
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryChanged,
+    MemoryCommand,
+    MemoryHit,
+    MemoryPropose,
+    MemoryRecord,
+    MemorySave,
+    MemorySearch,
+    Recall,
+    Recalled,
+)
 from contracts.ops import (
     DeadLetter,
     Health,
@@ -58,6 +70,11 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     MemorySearch,
     Recall,
     Recalled,
+    MemoryCommand,
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryPropose,
+    MemoryChanged,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalResolved,
@@ -89,6 +106,11 @@ AnyMsg = (
     | MemorySearch
     | Recall
     | Recalled
+    | MemoryCommand
+    | MemoryAdmin
+    | MemoryAnswer
+    | MemoryPropose
+    | MemoryChanged
     | ApprovalRequest
     | ApprovalDecision
     | ApprovalResolved
@@ -119,7 +141,13 @@ __all__ = [
     "LlmPreview",
     "LlmRequest",
     "LlmResponse",
+    "MemoryAdmin",
+    "MemoryAnswer",
+    "MemoryChanged",
+    "MemoryCommand",
     "MemoryHit",
+    "MemoryPropose",
+    "MemoryRecord",
     "MemorySave",
     "MemorySearch",
     "Msg",

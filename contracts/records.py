@@ -139,12 +139,22 @@ class ExecutorFacts(Record, frozen=True, kw_only=True):
     reason: str = ""
     tools: list[str] = msgspec.field(default_factory=list)
     agent_tools: list[str] = msgspec.field(default_factory=list)
+    # MCP servers by name: state (ready | restarting | starting), tools, error, restarts
+    mcp: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    # Docker/Podman mode: the warm container, its image, the API it runs on, set-up notes
+    container: str = ""
+    image: str = ""
+    docker_host: str = ""
+    setup: str = ""
 
 
 class MemoryFacts(Record, frozen=True, kw_only=True):
-    """wm_state `memory`: how many memories of each kind are stored."""
+    """wm_state `memory`: how many active memories of each kind are stored, how memory is
+    searched, and why search is full-text only (shown by `status`)."""
 
     counts: dict[str, int] = msgspec.field(default_factory=dict)
+    search: str = "full-text"  # "hybrid (MODEL)" when vectors are used
+    warning: str = ""  # why search is full-text only, or memories lack vectors: what to do
 
 
 class ToolMeta(msgspec.Struct, kw_only=True):

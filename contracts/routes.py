@@ -17,7 +17,7 @@ from typing import Any
 
 from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
 from contracts.audit import AuditEvent
-from contracts.base import Msg, subject_token
+from contracts.base import Msg, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
     Delivered,
@@ -27,7 +27,17 @@ from contracts.channel import (
     TurnRequest,
 )
 from contracts.llm import LlmPreview, LlmRequest, LlmResponse
-from contracts.memory import MemorySave, MemorySearch, Recall, Recalled
+from contracts.memory import (
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryChanged,
+    MemoryCommand,
+    MemoryPropose,
+    MemorySave,
+    MemorySearch,
+    Recall,
+    Recalled,
+)
 from contracts.ops import (
     DeadLetter,
     HoldRelease,
@@ -145,22 +155,33 @@ ROUTES: tuple[Route, ...] = (
     Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
           description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`)",
           narrow={"channel": tuple(f"in.{c}.*" for c in CHANNELS),
-                  "heartbeat": ("in.schedule.*",), CLI: ("in.schedule.*",)}),
+                  "heartbeat": ("in.schedule.*",),
+                  # `tasks run`; `replay --fork-at` sends a fork's turns as its principal
+                  CLI: ("in.schedule.*", "in.terminal.*")}),
     Route(Reply, _OUT, ("planner", "executor")),
     Route(ApprovalPrompt, _OUT, ("approval",)),
-    Route(Notice, _OUT, ("channel", "executor", "approval", "heartbeat", SUPERVISOR)),
+    Route(Notice, _OUT, ("channel", "executor", "approval", "heartbeat", "memory", "observer",
+                         SUPERVISOR)),
     Route(TerminalInput, "cmd.channel.terminal", (CLI,), "what `wintermute chat` typed"),
     Route(SessionReset, "cmd.planner.reset", ("channel",)),
-    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", SUPERVISOR),
-          "the executor's `escalate` is answered on `evt.tool.result.<session>`"),
+    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", "observer", SUPERVISOR),
+          "the executor's `escalate` is answered on `evt.tool.result.<session>`; the observer's "
+          "learning and the planner's summaries use role `observer`"),
     Route(ToolRequest, "cmd.executor.run", ("planner",)),
     Route(ScriptsRevert, "cmd.executor.revert", ("channel", CLI, SUPERVISOR)),
-    Route(MemorySave, "cmd.memory.save", ("executor",)),
+    Route(MemorySave, "cmd.memory.save", ("executor",),
+          "with the turn's principal and owner flag: the memory actor derives the scope"),
     Route(MemorySearch, "cmd.memory.search", ("executor",)),
     Route(Recall, "cmd.memory.recall", ("planner",)),
+    Route(MemoryCommand, "cmd.memory.command", ("channel",),
+          "`/memory` from a chat, answered with a `notice` there"),
+    Route(MemoryPropose, "cmd.memory.propose", ("observer",),
+          "what the model extracted from an idle conversation"),
+    Route(MemoryAdmin, "cmd.memory.admin", (CLI,), "`wintermute memory ...`: every scope"),
     Route(HoldRelease, "cmd.supervisor.release", ("channel",),
           "the owner's `/tools release NAME`, applied by the supervisor"),
-    Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", SUPERVISOR)),
+    Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", "memory",
+                                                    SUPERVISOR)),
     Route(ApprovalDecision, "cmd.approval.decide", ("channel",)),
     Route(LlmResponse, "evt.llm.response.{session}", ("llm",), "with token usage"),
     Route(LlmPreview, "evt.llm.preview.{session}", ("llm",),
@@ -171,6 +192,11 @@ ROUTES: tuple[Route, ...] = (
     Route(ScriptsReverted, "evt.scripts.reverted.{request_id}", ("executor",),
           "also awaited by `wintermute revert`"),
     Route(Recalled, "evt.memory.recalled.{session}", ("memory",)),
+    Route(MemoryAnswer, "evt.memory.answer.{request}", ("memory",),
+          "parts of the answer to one `wintermute memory` command",
+          keys=lambda m: {"request": short_hash(m.request, 16)}),
+    Route(MemoryChanged, "evt.memory.changed.{memory_id}", ("memory",),
+          "audit: every change to a memory"),
     Route(ApprovalResolved, "evt.approval.resolved.{session}", ("approval",)),
     Route(SessionIdle, "evt.session.idle.{session}", ("observer",)),
     Route(TaskOutcome, "evt.task.outcome.{task}", ("planner",)),
@@ -202,7 +228,15 @@ DURABLES: tuple[Durable, ...] = (
     Durable("llm", "llm", "cmd", ("cmd.llm.*",), ordered_by="", concurrency=8),
     Durable("executor", "executor", "cmd", ("cmd.executor.*",)),
     Durable("executor-approvals", "executor", "evt", ("evt.approval.resolved.>",)),
-    Durable("memory", "memory", "cmd", ("cmd.memory.*",), concurrency=4),
+    Durable("memory", "memory", "cmd", ("cmd.memory.save", "cmd.memory.search",
+                                        "cmd.memory.recall", "cmd.memory.command",
+                                        "cmd.memory.propose"), concurrency=4),
+    # The owner's command line, on a subject only the `cli` user may publish.
+    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin",), ordered_by="",
+            concurrency=1, note="`wintermute memory`, one command at a time"),
+    # The owner's answers to learned suggestions (other approvals are skipped).
+    Durable("memory-approvals", "memory", "evt", ("evt.approval.resolved.>",), ordered_by="",
+            concurrency=1, note="the owner's answers to learned suggestions"),
     Durable("approval", "approval", "cmd", ("cmd.approval.*",), ordered_by=""),
     Durable("channel-out", "channel", "out", ("out.>",), ordered_by=""),
     Durable("channel-cmd", "channel", "cmd", ("cmd.channel.*",), ordered_by="chat"),

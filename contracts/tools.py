@@ -25,6 +25,7 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     # The turn's label (contracts/labels.py): a tool that hands the data to a model (escalate)
     # passes it on, so the llm actor routes it like the turn itself.
     label: Label = "internal"
+    principal: str = ""  # the turn's principal (memory scopes); empty from older planners
 
 
 class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
@@ -53,3 +54,4 @@ class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):
     error: str = ""
     timed_out: bool = False
     version: int = 0  # an agent-created tool's version (its files' revision); 0 for core tools
+    refused: bool = False  # a policy refusal (SSRF, blocked domain, rate limit): not a failure

@@ -21,6 +21,7 @@ PACKAGES = ("actors", "bus", "contracts", "kit", "state", "supervisor", "benchma
 
 #: json.loads that never parse a KV value, each with why.
 JSON_LOADS_ALLOWED = {
+    "actors/executor/sandbox/launcher.py": "the launch spec the executor passes on its command line",
     "actors/channel/_telegram_webhook.py": "the body of Telegram's webhook HTTP request",
     "actors/llm/_convert.py": "tool-call arguments a model returned as JSON text",
     "actors/executor/dynamic/spec.py": "scripts/<name>.json files the agent writes",
@@ -34,10 +35,8 @@ JSON_LOADS_ALLOWED = {
 }
 
 #: supervisor/ modules that still import actors/.
-ACTOR_IMPORTS_ALLOWED = {
-    # TEMPORARY, removed by the lead after merging the replay branch (issue 8): replay drives
-    # a planner through the bus instead of importing it.
-    "supervisor/cli/replay.py": "temporary: replay through the bus (replay)",
+ACTOR_IMPORTS_ALLOWED: dict[str, str] = {
+    # (none left: replay drives a planner process through the bus)
 }
 
 

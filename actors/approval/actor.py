@@ -77,7 +77,7 @@ class ApprovalActor(Actor):
             summary=f"{msg.summary}\nWhy: {msg.reason}", expires_at=pending.expires_at,
         )
         await self.send(prompt)
-        await self.audit("approval.asked", "asked", msg.reason, about=msg.id,
+        await self.audit_decision("approval.asked", "asked", msg.reason, about=msg.id,
                          session=msg.session, refs=_refs(msg, aid))
 
     async def _on_decision(self, msg: ApprovalDecision) -> None:
@@ -92,7 +92,7 @@ class ApprovalActor(Actor):
             return
         if not owner:
             log.warning("approval %s answered by non-owner %s", msg.approval_id, msg.principal)
-            await self.audit("approval.decided", "refused",
+            await self.audit_decision("approval.decided", "refused",
                              "An answer from someone other than the owner was ignored.",
                              about=msg.id, principal=msg.principal,
                              session=pending.request.session,
@@ -126,7 +126,7 @@ class ApprovalActor(Actor):
             await self.send(resolved)
         why = (f"The owner {status} it." if decider
                else f"Nobody answered within {EXPIRY_SECS:.0f} seconds.")
-        await self.audit("approval.decided", status, why, about=resolved.id, principal=decider,
+        await self.audit_decision("approval.decided", status, why, about=resolved.id, principal=decider,
                          session=req.session, refs=_refs(req, pending.approval_id))
         await self.bus.kv_delete(self.bucket, pending.approval_id)
 

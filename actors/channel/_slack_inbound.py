@@ -60,7 +60,7 @@ class Inbound:
 
     async def _refuse(self, who: str, sink: Sink, text: str, about: str) -> None:
         """At most one short refusal per stranger (or channel) and nothing else of theirs."""
-        await self.actor.audit("sender.denied", "refused", text, about=about, principal=who,
+        await self.actor.audit_decision("sender.denied", "refused", text, about=about, principal=who,
                                refs={"chat": sink.chat})
         if await self._mark(f"slack.refused.{short_hash(who, 32)}"):
             await self._notice(sink, text, f"{who}:refusal")
@@ -173,7 +173,7 @@ class Inbound:
         team, user, channel = body.get("team_id", "T"), body["user_id"], body["channel_id"]
         principal = f"slack:{team}:{user}"
         if not self.user_allowed(principal, user):
-            await self.actor.audit("sender.denied", "refused", REFUSE_USER.format(user=user),
+            await self.actor.audit_decision("sender.denied", "refused", REFUSE_USER.format(user=user),
                                    about=f"slack:{team}:slash:{body.get('trigger_id', '')}",
                                    principal=principal, refs={"chat": channel})
             first = await self._mark(f"slack.refused.{short_hash(principal, 32)}")

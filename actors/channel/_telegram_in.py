@@ -151,7 +151,7 @@ class Inbound:
 
     async def _stranger(self, base: str, user: Any, sink: Sink) -> None:
         """An unknown user: at most one short answer; with pairing on, ask the owner once."""
-        await self.a.actor.audit(
+        await self.a.actor.audit_decision(
             "sender.denied", "refused",
             "A Telegram user who is not in channels.telegram.allowed_users wrote to the bot"
             + (" (the owner is asked to pair them once)." if self.cfg.pairing else "."),

@@ -6,13 +6,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from contracts import ApprovalDecision, HoldRelease, ScriptsRevert, SessionReset, Sink
-from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
+from contracts import (
+    ApprovalDecision,
+    HoldRelease,
+    MemoryCommand,
+    ScriptsRevert,
+    SessionReset,
+    Sink,
+)
+from contracts.records import ExecutorFacts, SupervisorStatus
 from state import budget
 
 HELP = (
     "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
-    "conversation; memories stay), /memory (what is remembered), /tools (tools and status; /tools release NAME lifts a "
+    "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
+    "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
@@ -102,11 +110,23 @@ async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
-    facts = await _state(actor, "memory", MemoryFacts)
-    counts = facts.counts if facts is not None else {}
-    if not counts:
-        return "No memories yet."
-    return "Memories: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    # The memory actor owns the store: it answers with a notice to this chat, showing only
+    # what this conversation may read (a group never sees the owner's private memories).
+    verb, _, arg = rest.strip().partition(" ")
+    action = verb.lower() or "list"
+    needs_arg = ("search", "forget", "promote", "reject")
+    if action not in ("list", "pending", *needs_arg) or (action in needs_arg and not arg.strip()):
+        return ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
+                "/memory promote ID or /memory reject ID.")
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    command = MemoryCommand(
+        id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
+        is_owner=ctx.is_owner, session=ctx.session, reply_to=sink,
+    )
+    await actor.bus.send(command)
+    return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
+            "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
+            "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:

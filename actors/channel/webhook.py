@@ -158,14 +158,14 @@ class WebhookAdapter(Adapter):
         # the turn's derived id makes JetStream drop the second copy.
         await self.bus.send(turn)
         await self.bus.kv_put(self.subjects.kv_done, key, b"1")
-        await self.actor.audit("webhook.accepted", "allowed",
+        await self.actor.audit_decision("webhook.accepted", "allowed",
                                f"A signed delivery from {source} became a turn replying to "
                                f"{self.sink}.", about=turn_id, principal=principal,
                                session=turn_id, refs={"turn": turn_id, "sink": str(self.sink)})
         return web.json_response({"accepted": True, "turn": turn_id}, status=202)
 
     async def _refuse(self, status: int, why: str, about: str, principal: str) -> web.Response:
-        await self.actor.audit("webhook.refused", "refused", why, about=about,
+        await self.actor.audit_decision("webhook.refused", "refused", why, about=about,
                                principal=principal, refs={"status": str(status)})
         log.warning("webhook delivery refused (%s): %s", status, why)
         return _answer(status, why)

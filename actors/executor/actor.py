@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -13,6 +14,7 @@ from actors.base import Actor
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
+from actors.executor.mcp import McpHub
 from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
@@ -48,15 +50,16 @@ class ExecutorActor(Actor):
         secrets = load_dotenv(self.home / ".env")
         # Follows .env and the NATS credential files: a secret added later is redacted too.
         redactor = HomeRedactor(self.home, os.environ)
-        env = scrubbed_env(os.environ, secrets.keys())
+        env = scrubbed_env(os.environ, secrets.keys(), redactor)
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
         self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
         # Direct mode approves every risky pattern; a sandbox contains damage to the machine,
         # so only what it cannot contain (sandboxed_risky_patterns) still needs approval.
         ex = self.config.executor
-        gate = PolicyGate(ex.sandboxed_risky_patterns if self.sandbox.isolated
-                          else ex.risky_patterns)
+        # Direct mode also asks for anything not made only of harmless commands (shellgate).
+        gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
+                else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
@@ -64,9 +67,35 @@ class ExecutorActor(Actor):
             self.registry.add(docker_tool)
         self.scripts = ScriptsService(self)  # agent-created tools from scripts/
         await self.scripts.start()
+        self.mcp: McpHub | None = None
+        self._mcp_names: set[str] = set()
+        if self.config.mcp.servers:  # the SDK is imported only when servers are configured
+            self.mcp = McpHub(self.config.mcp.servers, secrets, self._mcp_changed)
+            await self.mcp.start()
+            self._sync_mcp()
         await self.publish_tools()
 
+    def _sync_mcp(self) -> None:
+        """The registry holds exactly the MCP tools the servers offer now (never shadowing a
+        core tool)."""
+        for name in self._mcp_names:
+            self.registry.remove(name)
+        self._mcp_names = set()
+        for tool in self.mcp.tools() if self.mcp else []:
+            if self.registry.get(tool.name) is None:
+                self.registry.add(tool)
+                self._mcp_names.add(tool.name)
+
+    async def _mcp_changed(self) -> None:
+        if not hasattr(self, "registry"):
+            return  # still starting: on_start publishes once all servers answered
+        self._sync_mcp()
+        with contextlib.suppress(Exception):
+            await self.publish_tools()
+
     async def on_stop(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.stop()
         await self.sandbox.close()
 
     async def publish_tools(self) -> None:
@@ -74,7 +103,9 @@ class ExecutorActor(Actor):
         tools` (catalog) what exists; at most budget.max_dynamic_tools_per_turn agent-created
         tools are offered, core tools always."""
         await self.scripts.publish(self.registry.specs())
-        facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(),
+        hub: McpHub | None = getattr(self, "mcp", None)
+        mcp = hub.facts() if hub is not None else {}
+        facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(), "mcp": mcp,
                                  "agent_tools": self.scripts.names()}, ExecutorFacts)
         await self.bus.kv_put(self.subjects.kv_state, "executor", facts)
 
@@ -115,7 +146,7 @@ class ExecutorActor(Actor):
         leak = check_arguments(self.ctx.scanner, req.arguments, network=tool.outbound)
         if leak:  # the outbound gate: a secret never leaves without the owner's yes
             why = f"its arguments carry a secret ({', '.join(leak)}) off this machine"
-            await self.audit("tool.held", "asked", f"The outbound gate held {req.name}: {why}.",
+            await self.audit_decision("tool.held", "asked", f"The outbound gate held {req.name}: {why}.",
                              about=req.id, session=req.session,
                              refs={"tool": req.name, "request": req.id, "rule": "outbound"})
             await self._ask_approval(req, why)
@@ -135,7 +166,7 @@ class ExecutorActor(Actor):
         except labels.LabelError:
             label = ceiling
         if claimed and claimed != label:
-            await self.audit("label.override", "refused",
+            await self.audit_decision("label.override", "refused",
                              f"{req.name} claimed its output is {claimed!r}; its ceiling makes "
                              f"it {label}.", about=req.id, session=req.session,
                              refs={"tool": req.name, "claimed": claimed[:40], "label": label})
@@ -144,7 +175,7 @@ class ExecutorActor(Actor):
     async def _refuse(self, req: ToolRequest, rule: str, why: str) -> None:
         """Refuse a call: the model hears why, the audit log records it."""
         await self._result(req, False, why)
-        await self.audit("tool.refused", "refused", why, about=req.id, session=req.session,
+        await self.audit_decision("tool.refused", "refused", why, about=req.id, session=req.session,
                          refs={"tool": req.name, "request": req.id, "rule": rule})
 
     async def _quarantined(self, name: str) -> str:
@@ -210,7 +241,7 @@ class ExecutorActor(Actor):
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
             error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
-            timed_out=out.timed_out, version=version,
+            timed_out=out.timed_out, version=version, refused=out.refused,
         )
         await self.send(outcome)
 

@@ -99,11 +99,11 @@ class LlmActor(Actor):
         routed = route(req.label, chain, self.config.models.local,
                        self.config.models.local_providers)
         if routed.refusal:
-            await self.audit("routing.refused", "refused", routed.refusal, about=req.id,
+            await self.audit_decision("routing.refused", "refused", routed.refusal, about=req.id,
                              session=req.session, refs={"label": req.label, "request": req.id})
             return LlmResponse(**base, error=routed.refusal)
         if routed.local_only:
-            await self.audit("routing.local", "allowed",
+            await self.audit_decision("routing.local", "allowed",
                              f"Data labelled {req.label} goes only to local models: "
                              f"{', '.join(routed.chain)}.", about=req.id, session=req.session,
                              refs={"label": req.label, "request": req.id})
@@ -170,7 +170,7 @@ class LlmActor(Actor):
                     "closed": "breaker.closed"}[moved.state]
         outcome: AuditOutcome = "opened" if moved.state == "open" else (
             "half_open" if moved.state == "half_open" else "closed")
-        await self.audit(decision, outcome, moved.reason,
+        await self.audit_decision(decision, outcome, moved.reason,
                          about=f"breaker:{moved.provider}:{moved.since:.3f}",
                          session=req.session, refs={"provider": moved.provider,
                                                     "request": req.id})

@@ -1,4 +1,5 @@
-"""The observer: the JSONL event log of everything on the bus, and session-idle events."""
+"""The observer: the JSONL event log of everything on the bus, session-idle events, and
+learning from idle sessions (_learn.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ class ObserverActor(Actor):
         self.log_path = logs / "events.jsonl"
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
+        from actors.observer._learn import Learner
+
+        self.learner = Learner(self)
         self.spawn(self._idle_loop(), "idle")
 
     async def handle(self, raw: msgspec.Raw) -> None:
@@ -48,6 +52,9 @@ class ObserverActor(Actor):
         session = payload.get("session")
         if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):
             self.last_activity[session] = time.time()
+        self.learner.seen(payload)
+        if payload.get("type") == "llm.response":
+            await self.learner.answered(payload)
 
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs
@@ -63,4 +70,5 @@ class ObserverActor(Actor):
                     await self.send(event)
                     self.idle_sent[session] = last
                     del self.last_activity[session]
+                    await self.learner.idle(session, event.id)
             await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

@@ -93,7 +93,7 @@ class PlannerActor(Actor):
     async def _on_turn(self, state: SessionState, req: TurnRequest) -> bool:
         why = forged(req, self.config.owner.principals)
         if why:
-            await self.audit("turn.refused", "refused", f"Refused a turn: {why}.", about=req.id,
+            await self.audit_decision("turn.refused", "refused", f"Refused a turn: {why}.", about=req.id,
                              principal=req.principal, session=req.session,
                              refs={"turn": req.id, "kind": req.principal_kind})
             raise Reject(f"inconsistent principal: {why}")
@@ -111,7 +111,8 @@ class PlannerActor(Actor):
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
         state.label = labels.join(state.label, req.label)
         state.active = TurnState(request=req, label=state.label)
-        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
+        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
+                        principal=req.principal, is_owner=req.is_owner)
         await self.send(recall)
 
     def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
@@ -136,7 +137,8 @@ class PlannerActor(Actor):
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
         budget_note = await self._budget_note()
-        system = context.system_prompt(self.settings, msg.hits, budget_note)
+        system = context.system_prompt(self.settings, msg.hits, budget_note, msg.owner_context,
+                                       state.summary)
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -157,6 +159,8 @@ class PlannerActor(Actor):
         await self.send(req)
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.turn_id.endswith(":summary"):
+            return self._on_summary(state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -189,7 +193,8 @@ class PlannerActor(Actor):
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to, label=turn.label,
+                reply_to=turn.request.reply_to, principal=turn.request.principal,
+                label=turn.label,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)
@@ -238,7 +243,9 @@ class PlannerActor(Actor):
         )
         await self.send(reply)
         if record:
-            state.append_history(turn.messages[turn.new_from :])
+            dropped = state.append_history(turn.messages[turn.new_from :])
+            if dropped:  # older history leaves the context: fold it into the rolling summary
+                await self._summarize(state, turn.turn_id, dropped)
         state.remember_turn(turn.turn_id)
         state.active = None
         if state.queue:
@@ -255,10 +262,26 @@ class PlannerActor(Actor):
             return text
         why = (f"This answer was withheld: it carries data labelled {turn.label}, which may not "
                f"be sent to {where} (privacy.sink_rules in config.toml).")
-        await self.audit("sink.denied", "refused", why, about=turn.turn_id,
+        await self.audit_decision("sink.denied", "refused", why, about=turn.turn_id,
                          principal=turn.request.principal, session=turn.request.session,
                          refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
         return why
+
+    async def _summarize(self, state: SessionState, turn_id: str,
+                         dropped: list[ChatMessage]) -> None:
+        req = LlmRequest(
+            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
+            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
+            max_tokens=800, label=state.label,  # the dropped history is the session's data
+        )
+        await self.send(req)
+
+    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.error or not msg.content.strip():
+            log.warning("no conversation summary: %s", msg.error or "empty answer")
+            return False
+        state.summary = msg.content.strip()[:4000]
+        return True
 
     async def _task_outcome(self, turn: TurnState, failure: str) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks)."""

@@ -10,7 +10,7 @@ import msgspec
 
 from bus import Bus
 from contracts.config import Settings
-from contracts.records import ExecutorFacts, SupervisorStatus
+from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
 from state.holds import disabled_tasks, quarantined_tools
 from supervisor.process.up import running_instance
 
@@ -89,6 +89,9 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         status["streams"] = streams
         facts = await bus.kv_get_as(bus.subjects.kv_state, "executor", ExecutorFacts)
         status["executor"] = msgspec.to_builtins(facts) if facts is not None else {}
+        memory = await bus.kv_get_as(bus.subjects.kv_state, "memory", MemoryFacts)
+        if memory is not None:
+            status["memory"] = msgspec.to_builtins(memory)
         return status
     finally:
         await bus.close()
@@ -130,6 +133,12 @@ def render_status(status: dict[str, Any]) -> str:
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")
+    memory = status.get("memory") or {}
+    if memory:
+        total = sum(memory.get("counts", {}).values())
+        lines.append(f"memory: {total} memories, {memory.get('search', 'full-text')} search")
+        if memory.get("warning"):
+            lines.append(f"memory WARNING: {memory['warning']}")
     if status.get("failed"):
         lines.append(f"failed actors: {', '.join(status['failed'])} (retried with growing delays)")
     for tool, rec in (status.get("quarantined") or {}).items():

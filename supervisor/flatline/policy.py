@@ -103,8 +103,8 @@ class Flatline:
 
     async def on_tool_outcome(self, outcome: ToolOutcome) -> None:
         tool = outcome.tool
-        if tool in self.cfg.exempt_tools:
-            return
+        if tool in self.cfg.exempt_tools or outcome.refused:
+            return  # a policy refusal (a refused URL, a rate limit) is not the tool failing
         status = await tool_status(self.bus, tool)
         if status is not None and status.status == "quarantined":
             return

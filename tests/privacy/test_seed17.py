@@ -31,8 +31,8 @@ async def test_17_01_two_principals_each_see_only_their_own_session(
 ) -> None:
     """Seed #1 (two principals DM; each asks about history; only their own is returned):
     two allowed Telegram users; what the model is given for the second user's turn holds
-    none of the first user's conversation. (Memories saved with memory_save are shared by
-    design today; the memory issue separates them.)"""
+    none of the first user's conversation (memories are kept apart by their scopes, tested
+    in the memory tests)."""
     monkeypatch.setenv("OPENAI_BASE_URL", llm.url)
     settings = tg_settings(settings_for, tg, WM__MODELS__DEFAULT="openai/test-model")
     async with actors(settings, *ALL):

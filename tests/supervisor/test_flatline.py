@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import calendar
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from contracts import (
 )
 from contracts.config import Settings
 from contracts.records import ToolHold
+from kit.safegit import run_git
 from state import budget
 from state.holds import enable_task, release_tool, task_status, tool_status
 from supervisor.flatline.policy import Flatline
@@ -156,6 +156,18 @@ async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
     assert await tool_status(bus, "dup") is None
 
 
+async def test_policy_refusals_do_not_quarantine_a_tool(bus: Bus, settings_for: Any) -> None:
+    """Refused URLs (SSRF filter, blocked domains, rate limits) are the policy working."""
+    fl = flatline(settings_for(), bus)
+    for i in range(10):
+        refused = ToolOutcome(id=f"web_fetch:{i}", tool="web_fetch", ok=False, duration_ms=1,
+                              error="Refused 127.0.0.1: it names this machine", refused=True)
+        await fl.on_tool_outcome(refused)
+    assert await tool_status(bus, "web_fetch") is None
+    await feed(fl, "web_fetch", [False] * 5, start=100)  # real failures still count
+    assert (await hold(bus, "web_fetch")).status == "quarantined"
+
+
 async def test_counts_survive_a_supervisor_restart(bus: Bus, settings_for: Any) -> None:
     settings = settings_for()
     await feed(flatline(settings, bus), "web_thing", [False] * 3)
@@ -182,10 +194,7 @@ async def test_outcomes_from_the_bus_reach_the_rules(bus: Bus, settings_for: Any
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-                               "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return run_git(repo, *args)[1]
 
 
 def commit_tool(home: Path, name: str, body: str) -> str:

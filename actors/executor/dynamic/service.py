@@ -10,7 +10,7 @@ import msgspec
 
 from actors.executor.base import Tool, ToolOutput
 from actors.executor.dynamic.create import CreateTool
-from actors.executor.dynamic.git import GitError, Reverted, revert_last
+from actors.executor.dynamic.git import GitError, Reverted, ensure_repo, revert_last
 from actors.executor.dynamic.registry import ScriptRegistry
 from contracts import Notice, ScriptsRevert, ScriptsReverted, ToolSpec, short_hash
 from contracts.records import CatalogRow
@@ -44,6 +44,9 @@ class ScriptsService:
     async def start(self) -> None:
         """Load _meta and scripts/, then watch the folder for hand edits."""
         self.actor.ctx.scripts.mkdir(parents=True, exist_ok=True)
+        # `up` does this too; an executor started on its own (Kubernetes) must not use an old
+        # scripts/.git the sandbox could have written.
+        await asyncio.to_thread(ensure_repo, self.actor.ctx.scripts)
         await self.registry.load()
         self.actor.spawn(self._watch(), "scripts")
 
@@ -113,7 +116,7 @@ class ScriptsService:
         elif await self.bus.kv_get(subjects.kv_done, marker) is not None:
             done = Reverted(ok=False, text=(
                 "The executor restarted while this revert was running, so it was not run "
-                "again; check `git -C scripts log` and revert again if needed."))
+                "again; check `git --git-dir=data/scripts.git log` and revert again if needed."))
         else:
             await self.bus.kv_put(subjects.kv_done, marker, b"started")
             try:
