@@ -60,6 +60,12 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     # turn is at least internal; a webhook's source may be configured higher.
     label: Label = "internal"
     principal_kind: PrincipalKind = ""
+    # Tokens this turn may use (a scheduled task's budget_tokens, a proactive check's cap);
+    # 0: only budget.max_tokens_per_turn. A turn stopped by it is skipped, not failed.
+    budget_tokens: int = 0
+    # What its model calls are charged as; "" derives it from origin (user and event: user,
+    # schedule: heartbeat).
+    purpose: str = ""
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

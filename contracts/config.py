@@ -31,9 +31,12 @@ class NatsConfig(_Section):
     port: int = 0  # embedded server port; 0 picks a free one
     prefix: str = "wm"
     credentials: str = ""  # path to a .creds file for an external server
-    # A NATS user and password; `up` sets them for each actor it spawns (embedded server).
+    # A NATS user and password, or an nkey seed file (then `user` only names the inbox space,
+    # `_INBOX_<user>`); `up` sets user, seed and api_prefix for each actor it spawns.
     user: str = ""
     password: str = ""
+    seed: str = ""
+    api_prefix: str = ""  # JetStream API prefix; empty: $JS.API (an actor's account: bus/accounts.py)
 
 
 class BreakerConfig(_Section):
@@ -63,11 +66,27 @@ class ModelsConfig(_Section):
     embedding_url: str = ""  # base URL for openai/ollama embeddings; empty: the SDK variables
 
 
+class ModelPrice(_Section):
+    """US dollars per million tokens, for the cost estimate in /budget."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+
 class BudgetConfig(_Section):
-    max_tokens_per_session: int = 500_000
-    max_tokens_per_day: int = 5_000_000
+    max_tokens_per_session: int = 500_000  # 0: no session budget
+    max_tokens_per_day: int = 5_000_000  # 0: no daily budget
     max_tool_calls_per_turn: int = 20
     max_dynamic_tools_per_turn: int = 20
+    # Runaway guard: a turn past this many tokens, or repeating one tool call with the same
+    # arguments this many times, is stopped with a message (0 turns either check off).
+    max_tokens_per_turn: int = 250_000
+    max_repeated_tool_calls: int = 3
+    # The day budget renews at midnight here (an IANA zone such as "Europe/Berlin");
+    # "" is the machine's local time.
+    timezone: str = ""
+    # Optional prices per model spec: "openai/gpt-4o" = {input = 2.5, output = 10}.
+    prices: dict[str, ModelPrice] = msgspec.field(default_factory=dict)
 
 
 class TerminalChannel(_Section):
@@ -378,6 +397,12 @@ class HeartbeatConfig(_Section):
     proactive: bool = False
     proactive_interval_mins: float = 30.0
     proactive_budget: int = 5000
+    # Monthly tool review (seed 000): agent-created tools unused for tool_review_unused_days, or
+    # succeeding in under tool_review_min_success of their calls, are proposed for archiving
+    # (the owner approves). A cron expression; "" turns it off.
+    tool_review: str = "0 4 1 * *"
+    tool_review_unused_days: int = 30
+    tool_review_min_success: float = 0.5
 
 
 class ScheduledTask(_Section):
@@ -394,6 +419,7 @@ class ScheduledTask(_Section):
     sink: str = ""  # empty: the owner sink
     enabled: bool = True
     jitter_secs: float = 0.0  # fire up to this many seconds late, spread per task
+    budget_tokens: int = 0  # tokens one run may use; 0: only the turn ceiling and daily budget
 
 
 class AgentConfig(_Section):
@@ -582,6 +608,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
         except LabelError as exc:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.tool_labels.{tool}': {exc}") from None
+    _check_budget(config.budget)
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
@@ -617,6 +644,26 @@ def _check_webhook(hook: WebhookChannel) -> None:
                           "'max_body_kb' must be positive")
 
 
+def _check_budget(budget: BudgetConfig) -> None:
+    if budget.timezone:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(budget.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                f"config.toml: invalid value for 'budget.timezone': {budget.timezone!r} is not "
+                "a known time zone; use an IANA name such as 'Europe/Berlin', or leave it "
+                "empty for local time") from None
+    for key, value in (("max_tokens_per_session", budget.max_tokens_per_session),
+                       ("max_tokens_per_day", budget.max_tokens_per_day),
+                       ("max_tokens_per_turn", budget.max_tokens_per_turn),
+                       ("max_repeated_tool_calls", budget.max_repeated_tool_calls)):
+        if value < 0:
+            raise ConfigError(f"config.toml: invalid value for 'budget.{key}': {value} is "
+                              "negative; use 0 to turn it off")
+
+
 def _check_mcp(config: Config) -> None:
     names: set[str] = set()
     for i, server in enumerate(config.mcp.servers):
@@ -637,6 +684,14 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
+    if agent.heartbeat.tool_review:
+        from contracts.schedule import check_cron
+
+        try:
+            check_cron(agent.heartbeat.tool_review)
+        except ScheduleError as exc:
+            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
+                from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

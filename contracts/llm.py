@@ -62,6 +62,10 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # The highest label of the data in `messages` (the session's, contracts/labels.py): the
     # llm actor sends sensitive and above only to local models, secret to none.
     label: Label = "internal"
+    # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
+    # proactive, observer, compaction, diagnosis. The session budget applies to user and
+    # escalation calls; the daily budget to all.
+    purpose: str = "user"
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -76,6 +80,8 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     model: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: str = ""
+    # Set with `error` when a spent budget stopped the call: "session" or "day".
+    budget: str = ""
 
 
 class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):

@@ -168,7 +168,8 @@ class Escalate(Tool):
         prompt = question + (f"\n\nContext:\n{context}" if context else "")
         ask = LlmRequest(
             id=f"{req.id}:escalate", session=req.session, turn_id=req.turn_id, step=req.step,
-            role="oracle", for_call=req, label=req.label,  # routed like the turn's data
+            role="oracle", for_call=req, purpose="escalation",
+            label=req.label,  # routed like the turn's data
             messages=[ChatMessage(role="system", content=ORACLE_SYSTEM),
                       ChatMessage(role="user", content=ctx.redactor.redact(prompt))],
         )

@@ -91,26 +91,33 @@ class LlmActor(Actor):
         await self.send(response)
 
     async def _respond(self, req: LlmRequest) -> LlmResponse:
-        base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
-                "step": req.step, "request_id": req.id}
+        base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session,
+                                "turn_id": req.turn_id, "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:
             return LlmResponse(**base, error=NO_MODEL.format(home=self.home))
         routed = route(req.label, chain, self.config.models.local,
                        self.config.models.local_providers)
         if routed.refusal:
-            await self.audit_decision("routing.refused", "refused", routed.refusal, about=req.id,
-                             session=req.session, refs={"label": req.label, "request": req.id})
+            await self.audit_decision("routing.refused", "refused", routed.refusal,
+                                      about=req.id, session=req.session,
+                                      refs={"label": req.label, "request": req.id})
             return LlmResponse(**base, error=routed.refusal)
         if routed.local_only:
             await self.audit_decision("routing.local", "allowed",
-                             f"Data labelled {req.label} goes only to local models: "
-                             f"{', '.join(routed.chain)}.", about=req.id, session=req.session,
-                             refs={"label": req.label, "request": req.id})
+                                      f"Data labelled {req.label} goes only to local models: "
+                                      f"{', '.join(routed.chain)}.", about=req.id,
+                                      session=req.session,
+                                      refs={"label": req.label, "request": req.id})
         chain = routed.chain
-        over = await budget.exhausted(self.bus, self.config.budget, req.session)
-        if over:
-            return LlmResponse(**base, error=over)
+        cfg = self.config.budget
+        stop = await budget.check(self.bus, cfg, req.session, req.purpose)
+        if stop is not None:
+            if req.purpose in budget.SESSION_PURPOSES:
+                await budget.pause(self.bus, req.session, stop.kind)
+            log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
+                     stop.kind)
+            return LlmResponse(**base, error=stop.message, budget=stop.kind)
         from actors.llm.providers import ProviderError, complete
 
         failures: list[str] = []
@@ -142,14 +149,12 @@ class LlmActor(Actor):
                 self.breakers.release(provider)
                 raise
             await self._breaker_moved(self.breakers.success(provider), req)
-            tokens = done.usage.input_tokens + done.usage.output_tokens
             tracing.annotate({  # GenAI semantic conventions on the handling span
                 "gen_ai.operation.name": "chat", "gen_ai.system": spec.split("/", 1)[0],
                 "gen_ai.request.model": spec.split("/", 1)[-1],
                 "gen_ai.usage.input_tokens": done.usage.input_tokens,
                 "gen_ai.usage.output_tokens": done.usage.output_tokens})
-            await budget.add(self.bus, budget.day_key(), tokens)
-            await budget.add(self.bus, budget.session_key(req.session), tokens)
+            await budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,

@@ -24,6 +24,8 @@ class TurnState(msgspec.Struct, kw_only=True):
     tool_failures: int = 0  # failed tool results (a scheduled turn failing them all failed)
     new_from: int = 0  # index in messages where this turn's own messages start
     label: str = "internal"  # the highest label of what the model sees in this turn
+    tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
+    repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
 
     @property
     def turn_id(self) -> str:

@@ -122,13 +122,27 @@ def deny(approval_id: str, chat: str) -> None:
 @click.argument("filter", required=False, default="")
 @click.option("--json", "as_json", is_flag=True, help="Print raw payloads.")
 def tap(filter: str, as_json: bool) -> None:
-    """Live decoded view of the bus. FILTER: a subject (wm.evt.>) or a type prefix (tool.)."""
+    """Live decoded view of the bus. FILTER: a subject (wm.evt.>), a session id as written
+    (terminal:owner, telegram:12345) or a type prefix (tool.)."""
     from supervisor.cli.tap import tap as run_tap
 
     try:
         asyncio.run(run_tap(_settings(), filter, as_json))
     except KeyboardInterrupt:
         pass
+
+
+@main.command("nats-context")
+@click.option("--user", type=click.Choice(["operator", "cli"]), default="operator",
+              show_default=True, help="operator reads everything; cli is the owner's commands.")
+@click.option("--name", default="", help="Context name (default: wintermute-USER).")
+def nats_context(user: str, name: str) -> None:
+    """Write a context for the standard `nats` CLI and print how to use it."""
+    from supervisor.cli.natscontext import write_context
+
+    path, name = write_context(_settings(), user, name)
+    click.echo(f"wrote {path}\n  nats --context {name} sub 'wm.>'\n"
+               f"  nats --context {name} stream ls")
 
 
 @main.command()

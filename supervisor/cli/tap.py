@@ -48,22 +48,26 @@ def format_line(subject: str, data: bytes) -> str:
 async def tap(settings: Settings, filt: str, as_json: bool) -> int:
     bus = await connect(settings, "tap")
     subject = bus.subjects.all()
-    type_filter = ""
+    type_filter = session = ""
     if filt:
         if "." in filt or filt in (">", "*"):
             subject = filt
+        elif ":" in filt:  # a session id as users write it; subjects carry it transformed
+            session = filt
         else:
             type_filter = filt
 
     async def on_msg(msg: Delivery) -> None:
         if msg.subject.startswith("_INBOX") or msg.subject.startswith("$JS"):
             return
-        if type_filter:
+        if type_filter or session:
             try:
-                kind = str(_peek.decode(msg.data).get("type", ""))
+                payload = _peek.decode(msg.data)
             except (msgspec.DecodeError, msgspec.ValidationError):
-                kind = ""
-            if not kind.startswith(type_filter):
+                payload = {}
+            if not str(payload.get("type", "")).startswith(type_filter):
+                return
+            if session and payload.get("session") != session:
                 return
         if as_json:
             sys.stdout.write(msg.data.decode("utf-8", "replace") + "\n")
@@ -72,7 +76,9 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
         sys.stdout.flush()
 
     await bus.subscribe(subject, on_msg)
-    print(f"tapping {subject}{' type=' + type_filter if type_filter else ''} (Ctrl-C stops)",
+    shown = (f" type={type_filter}" if type_filter else "") + (
+        f" session={session}" if session else "")
+    print(f"tapping {subject}{shown} (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     try:
         await asyncio.Event().wait()  # until Ctrl-C

@@ -257,7 +257,8 @@ class Flatline:
         if out.turn_id in record.seen:
             return
         record = replace(record, seen=[*record.seen, out.turn_id][-10:])
-        if record.status == "disabled":
+        if record.status == "disabled" or out.skipped:
+            # A run stopped by a spent budget neither fails nor clears the failure streak.
             await put_task_status(self.bus, out.task, record)
             return
         failures = 0 if out.ok else record.failures + 1

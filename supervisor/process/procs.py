@@ -28,10 +28,10 @@ KEEP_SECRETS = {
 
 
 def actor_env(
-    name: str, nats_url: str, home: str, login: tuple[str, str] | None = None
+    name: str, nats_url: str, home: str, login: dict[str, str] | None = None
 ) -> dict[str, str]:
-    """The environment of one actor: secrets only where that actor needs them, and its own
-    NATS user when `login` is given (the embedded server)."""
+    """The environment of one actor: secrets only where that actor needs them, and its NATS
+    login when `login` (`Bus.connect` arguments: user, seed file, API prefix...) is given."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -41,8 +41,13 @@ def actor_env(
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):
             env.pop(var, None)
     env["WM__NATS__URL"] = nats_url
-    if login is not None:
-        env["WM__NATS__USER"], env["WM__NATS__PASSWORD"] = login
+    if login is not None:  # a seed file's path, never the seed itself
+        env["WM__NATS__USER"] = login.get("user") or name
+        for key, var in (("seed", "WM__NATS__SEED"), ("password", "WM__NATS__PASSWORD"),
+                         ("api_prefix", "WM__NATS__API_PREFIX"),
+                         ("credentials", "WM__NATS__CREDENTIALS")):
+            if login.get(key):
+                env[var] = login[key]
     env["WINTERMUTE_HOME"] = home
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -51,6 +51,10 @@ def test_environment_overrides_file_and_parses_json_literals(tmp_path: Path) -> 
         ("agent.toml", "[[scheduled_tasks]]\nname='a'\ncron='every day'\n", {},
          "'scheduled_tasks[0].cron'"),
         ("config.toml", "not toml ===", {}, "not valid TOML"),
+        ("config.toml", "[budget]\ntimezone = 'Mars/Olympus'\n", {}, "'budget.timezone'"),
+        ("config.toml", "[budget]\nmax_tokens_per_turn = -1\n", {}, "'budget.max_tokens_per_turn'"),
+        ("config.toml", "[budget.prices]\n'openai/x' = {input = 'cheap'}\n", {},
+         "budget.prices"),
     ],
 )
 def test_bad_settings_name_the_key(
@@ -60,3 +64,14 @@ def test_bad_settings_name_the_key(
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path, env)
     assert message in str(err.value)
+
+
+def test_budget_prices_timezone_and_task_budgets(tmp_path: Path) -> None:
+    write(tmp_path, "config.toml", "[budget]\ntimezone = 'Europe/Berlin'\n"
+          "[budget.prices]\n'openai/gpt-4o' = {input = 2.5, output = 10}\n")
+    write(tmp_path, "agent.toml", "[[scheduled_tasks]]\nname = 'news'\ncron = '0 8 * * *'\n"
+          "prompt = 'news'\nbudget_tokens = 50000\n")
+    s = load_settings(tmp_path, {})
+    assert s.config.budget.timezone == "Europe/Berlin"
+    assert s.config.budget.prices["openai/gpt-4o"].output == 10
+    assert s.agent.scheduled_tasks[0].budget_tokens == 50000
