@@ -52,7 +52,7 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         kv_read=("state", "budget"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
-                  "state:telegram.>"),
+                  "done:webhook.>", "state:telegram.>"),
     ),
     "planner": Grant(kv_read=("state", "budget"),
                      # budget: renewal of a paused session on the next message, /reset
@@ -78,7 +78,7 @@ GRANTS: dict[str, Grant] = {
         # budget:day: `replay --model` charges a live model's tokens to today's budget
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",
                   "budget:day.>"),
-        history=("in", "out", "cmd", "evt", "dlq"),
+        history=("in", "out", "cmd", "evt", "dlq", "audit"),
         scratch=True,
     ),
     # `nats sub`, `nats stream ls/info/get`, `nats consumer ls/info`, `nats kv ls/get`.
@@ -109,8 +109,7 @@ def scratch_prefix(prefix: str) -> str:
 
 
 def _stream(s: Subjects, short: str) -> str:
-    return {"in": s.stream_in, "out": s.stream_out, "cmd": s.stream_cmd, "evt": s.stream_evt,
-            "dlq": s.stream_dlq}[short]
+    return s.stream(short)
 
 
 def _bucket(s: Subjects, short: str) -> str:

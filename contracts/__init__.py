@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
+from contracts.audit import AuditEvent, audit_event
 from contracts.base import Msg, derive_id, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
@@ -87,6 +88,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Intervention,
     TaskOutcome,
     HoldRelease,
+    AuditEvent,
 )
 
 AnyMsg = (
@@ -124,6 +126,7 @@ AnyMsg = (
     | Intervention
     | TaskOutcome
     | HoldRelease
+    | AuditEvent
 )
 
 __all__ = [
@@ -133,6 +136,7 @@ __all__ = [
     "ApprovalPrompt",
     "ApprovalRequest",
     "ApprovalResolved",
+    "AuditEvent",
     "Attachment",
     "ChatMessage",
     "DeadLetter",
@@ -174,6 +178,7 @@ __all__ = [
     "ToolSpec",
     "TurnRequest",
     "Usage",
+    "audit_event",
     "derive_id",
     "short_hash",
     "subject_token",

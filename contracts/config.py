@@ -39,12 +39,27 @@ class NatsConfig(_Section):
     api_prefix: str = ""  # JetStream API prefix; empty: $JS.API (an actor's account: bus/accounts.py)
 
 
+class BreakerConfig(_Section):
+    """Per-provider circuit breaker: this many outage-like failures within the window skip the
+    provider for the cooldown (the fallback chain goes on), then one request probes it."""
+
+    failure_threshold: int = 3
+    window_secs: float = 60.0
+    cooldown_secs: float = 300.0
+
+
 class ModelsConfig(_Section):
     default: str = ""  # "{provider}/{model}"; empty: picked from the SDK environment variables
     fallback: list[str] = msgspec.field(default_factory=list)
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
     timeout_secs: float = 120.0
+    breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
+    # Data labelled sensitive or above goes only to models running on this machine: `local`,
+    # then the chain's models whose provider is in `local_providers`; none: such turns are
+    # refused. Secret data goes to no model.
+    local: str = ""
+    local_providers: list[str] = msgspec.field(default_factory=lambda: ["ollama"])
     # Memory search vectors: local/minilm (offline, shipped as a package), openai/MODEL (any
     # OpenAI-compatible /v1/embeddings), ollama/MODEL, or none (full text only).
     embedding: str = "local/minilm"
@@ -158,6 +173,21 @@ class SlackChannel(_Section):
             raise ValueError("ping_interval_secs must be positive")
 
 
+class WebhookChannel(_Section):
+    """Webhooks: signed HTTP deliveries become turns of a `webhook:<source>` principal (never
+    the owner); their replies go to `sink`, which must be set."""
+
+    enabled: bool = False
+    listen: str = "127.0.0.1"
+    port: int = 8788  # 0 picks a free port (tests)
+    path: str = "/hooks"  # deliveries are POSTed to <path>/<source>
+    secret_env: str = "WINTERMUTE_WEBHOOK_SECRET"  # the HMAC key (environment or .env)
+    replay_window_secs: float = 300.0  # older or future timestamps are refused; ids seen are kept
+    sink: str = ""  # channel:chat that webhook turns reply to
+    max_body_kb: int = 256
+    label: str = "internal"  # security label of its deliveries (at least internal)
+
+
 class ChannelsConfig(_Section):
     terminal: TerminalChannel = msgspec.field(default_factory=TerminalChannel)
     telegram: TelegramChannel = msgspec.field(default_factory=TelegramChannel)
@@ -165,6 +195,7 @@ class ChannelsConfig(_Section):
     # Messages one user (not the owner) may send per minute on any channel; the rest are
     # refused with one polite notice per minute. 0: no limit.
     user_rate_per_min: int = 20
+    webhook: WebhookChannel = msgspec.field(default_factory=WebhookChannel)
 
 
 class OwnerConfig(_Section):
@@ -201,6 +232,9 @@ DEFAULT_SANDBOXED_RISKY = [r"\bgit\s+push\b.*--force"]
 
 
 class ExecutorConfig(_Section):
+    # Label ceilings by tool name (contracts/labels.py): a result is labelled at least this,
+    # whatever the tool claims; unlisted tools: internal.
+    tool_labels: dict[str, str] = msgspec.field(default_factory=dict)
     # auto: a Docker/Podman API with `image`, else bubblewrap, else direct (unsandboxed)
     mode: str = "auto"
     # sandboxed modes: "proxy" (only egress.allowed_domains + package registries) or "none"
@@ -352,6 +386,13 @@ class TelemetryConfig(_Section):
     metrics_port: int = 0  # 0: a free port (its URL is in `wintermute status`)
 
 
+class PrivacyConfig(_Section):
+    # Sinks ("channel:chat", "slack:*") that data of a label may be written to; a label
+    # above internal without a rule reaches only owner.sink (secret: nothing). Keys are
+    # labels, or "regulated:*" for every regulated kind.
+    sink_rules: dict[str, list[str]] = msgspec.field(default_factory=dict)
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -370,6 +411,7 @@ class Config(_Section):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
+    privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
 
@@ -540,6 +582,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
     """Checks a type cannot express."""
     models = [("models.default", config.models.default)]
     models += [(f"models.fallback[{i}]", m) for i, m in enumerate(config.models.fallback)]
+    models += [("models.local", config.models.local)]
     models += [(f"models.roles.{k}", m) for k, m in config.models.roles.items()]
     models += [(f"models.skills.{k}", m) for k, m in config.models.skills.items()]
     for key, spec in models:
@@ -584,6 +627,22 @@ def _check(config: Config, agent: AgentConfig) -> None:
             "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    _check_webhook(config.channels.webhook)
+    from contracts.labels import LabelError, parse
+
+    for label in config.privacy.sink_rules:
+        if label != "regulated:*":
+            try:
+                parse(label)
+            except LabelError as exc:
+                raise ConfigError(
+                    f"config.toml: invalid key in 'privacy.sink_rules': {exc}") from None
+    for tool, label in config.executor.tool_labels.items():
+        try:
+            parse(label)
+        except LabelError as exc:
+            raise ConfigError(
+                f"config.toml: invalid value for 'executor.tool_labels.{tool}': {exc}") from None
     _check_budget(config.budget)
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
@@ -594,6 +653,30 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
     _check_tasks(agent)
+
+
+def _check_webhook(hook: WebhookChannel) -> None:
+    """An enabled webhook channel names where its replies go, explicitly."""
+    if not hook.enabled:
+        return
+    if not hook.sink or ":" not in hook.sink:
+        raise ConfigError(
+            "config.toml: 'channels.webhook.sink' is required when the webhook channel is "
+            "enabled: set the 'channel:chat' its replies go to (e.g. 'telegram:123456'); "
+            "replies never go to 'the last active chat'")
+    if hook.sink.split(":", 1)[0] == "webhook":
+        raise ConfigError("config.toml: invalid value for 'channels.webhook.sink': a webhook "
+                          "cannot be replied to; name a chat of another channel")
+    from contracts.labels import LabelError, parse
+
+    try:
+        parse(hook.label)
+    except LabelError as exc:
+        raise ConfigError(f"config.toml: invalid value for 'channels.webhook.label': {exc}") \
+            from None
+    if hook.replay_window_secs <= 0 or hook.max_body_kb <= 0:
+        raise ConfigError("config.toml: 'channels.webhook.replay_window_secs' and "
+                          "'max_body_kb' must be positive")
 
 
 def _check_budget(budget: BudgetConfig) -> None:

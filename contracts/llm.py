@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.base import Msg
 from contracts.channel import Sink
+from contracts.labels import Label
 from contracts.tools import ToolRequest
 
 
@@ -60,6 +61,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # The owner's turns go first when the llm has more requests than slots (fair scheduling).
     is_owner: bool = False
     preview_interval: float = 0.0
+    # The highest label of the data in `messages` (the session's, contracts/labels.py): the
+    # llm actor sends sensitive and above only to local models, secret to none.
+    label: Label = "internal"
     # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
     # proactive, observer, compaction, diagnosis. The session budget applies to user and
     # escalation calls; the daily budget to all.

@@ -30,6 +30,7 @@ ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
 ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
 ADAPTERS["slack"] = "actors.channel.slack:SlackAdapter"
 ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
+ADAPTERS["webhook"] = "actors.channel.webhook:WebhookAdapter"
 NO_REPLY = "[NO_REPLY]"
 STORE_FULL_EVERY = 600.0  # seconds between "the store is full" notices to one chat
 STORE_FULL_USER = (

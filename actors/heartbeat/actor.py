@@ -145,7 +145,7 @@ class HeartbeatActor(Actor):
             text = job.prompt.format(now=time.strftime("%Y-%m-%d %H:%M %Z"), upcoming=upcoming)
         turn = TurnRequest(
             id=f"task:{job.name}:{suffix}", session=f"task:{job.name}", principal="heartbeat",
-            text=text, reply_to=sink, is_owner=True, origin="schedule", budget_tokens=job.budget,
+            text=text, reply_to=sink, is_owner=True, origin="schedule", principal_kind="cron", budget_tokens=job.budget,
             purpose="proactive" if job.kind == "proactive" else "heartbeat",
         )
         await self.send(turn)

@@ -17,8 +17,9 @@ from actors.base import Actor
 from actors.planner import _guard, context
 from actors.planner._faults import TurnFaults
 from actors.planner._session import SessionOps
+from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
-from bus import PublishError
+from bus import PublishError, Reject
 from contracts import (
     ChatMessage,
     DeadLetter,
@@ -36,6 +37,7 @@ from contracts import (
     ToolResult,
     ToolSpec,
     TurnRequest,
+    labels,
     short_hash,
 )
 from state import budget
@@ -105,6 +107,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             case ToolResult():
                 return await self._on_tool(state, msg)
             case SessionReset():
+                # Forgotten history no longer raises the session's label, and /reset drops the
+                # turn in progress too (_on_reset).
+                state.label = "public"
                 # /reset starts a fresh session budget too (seed 000).
                 await budget.renew(self.bus, state.session, force=True)
                 return await self._on_reset(state, msg)
@@ -115,6 +120,12 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
     # -- turns -----------------------------------------------------------------------------
 
     async def _on_turn(self, state: SessionState, req: TurnRequest) -> bool:
+        why = forged(req, self.config.owner.principals)
+        if why:
+            await self.audit_decision("turn.refused", "refused", f"Refused a turn: {why}.", about=req.id,
+                             principal=req.principal, session=req.session,
+                             refs={"turn": req.id, "kind": req.principal_kind})
+            raise Reject(f"inconsistent principal: {why}")
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
@@ -130,7 +141,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         if req.origin == "user" and await budget.renew(self.bus, req.session):
             log.info("session %s was paused by its budget; renewed by the user's message",
                      req.session)
-        state.active = TurnState(request=req)
+        state.label = labels.join(state.label, req.label)
+        state.active = TurnState(request=req, label=state.label)
         self._arm(state.active, "recall")
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
                         principal=req.principal, is_owner=req.is_owner)
@@ -147,7 +159,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             sink = Sink.parse(self.config.owner.sink)
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
-            reply_to=sink, is_owner=True, origin="event",
+            reply_to=sink, is_owner=True, origin="event", principal_kind="event",
+            label=labels.join(labels.INTERNAL, result.label),
             # The chat's preview cadence, as its channel set it on the session's last user turn.
             preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
@@ -180,6 +193,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             tools=tools, purpose=purpose,
             preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
+            label=turn.label,
         )
         try:
             await self.send(req)
@@ -236,6 +250,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
                 reply_to=turn.request.reply_to, principal=turn.request.principal,
+                label=turn.label,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)
@@ -248,6 +263,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
             return False
         turn.results[msg.call_id] = msg
+        # The tool's data joins the conversation: the turn and the session carry its label.
+        turn.label = labels.join(turn.label, msg.label)
+        state.label = labels.join(state.label, msg.label)
         turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True
@@ -274,6 +292,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         req = turn.request
         if req.origin == "schedule":
             await self._task_outcome(turn, failure, skipped)
+        text = await self._cleared(turn, text)
         reply = Reply(
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
@@ -291,12 +310,28 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
 
+    async def _cleared(self, turn: TurnState, text: str) -> str:
+        """No write down: an answer carrying data above what its sink is cleared for is
+        withheld there (privacy.sink_rules), audited, and the chat told why."""
+        sink = turn.request.reply_to
+        where = f"{sink.channel}:{sink.chat}"
+        if labels.cleared(turn.label, where, self.config.privacy.sink_rules,
+                          self.config.owner.sink):
+            return text
+        why = (f"This answer was withheld: it carries data labelled {turn.label}, which may not "
+               f"be sent to {where} (privacy.sink_rules in config.toml).")
+        await self.audit_decision("sink.denied", "refused", why, about=turn.turn_id,
+                         principal=turn.request.principal, session=turn.request.session,
+                         refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
+        return why
+
     async def _summarize(self, state: SessionState, turn_id: str,
                          dropped: list[ChatMessage]) -> None:
         req = LlmRequest(
             id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
             step=0, role="observer", messages=context.summary_request(state.summary, dropped),
             max_tokens=800, purpose="compaction",
+            label=state.label,  # the dropped history is the session's data
         )
         await self.send(req)
 

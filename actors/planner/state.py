@@ -32,6 +32,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     phase_since: float = 0.0  # when the current phase (step) started
     deadline: float = 0.0  # past it the current step is hung (0: none, before deadlines)
     progress: str = ""  # the last progress the llm reported for this step (for status)
+    label: str = "internal"  # the highest label of what the model sees in this turn
     tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
     repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
 
@@ -55,6 +56,8 @@ class SessionState(msgspec.Struct, kw_only=True):
     # The last user turn's preview cadence and chat, for turns the planner starts itself.
     preview_interval: float = 0.0
     preview_sink: Sink | None = None
+    # The highest label of any turn in this session: its history carries that data along.
+    label: str = "public"
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""

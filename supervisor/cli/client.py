@@ -120,6 +120,20 @@ async def actor_health(bus: Bus) -> dict[str, Health]:
         if health is not None:
             out[name] = health
     return out
+def _breaker_lines(status: dict[str, Any]) -> list[str]:
+    """Model providers whose circuit breaker is not closed (the llm actor's health info)."""
+    lines = []
+    for a in status.get("actors", []):
+        for provider, b in sorted(((a.get("info") or {}).get("breakers") or {}).items()):
+            if b.get("state") == "closed":
+                continue
+            until = time.strftime("%H:%M:%S", time.localtime(b.get("retry_at", 0)))
+            what = ("probing" if b["state"] == "half_open"
+                    else f"open, skipped until {until}")
+            lines.append(f"model provider {provider}: circuit {what} ({b.get('last_error', '')})")
+    return lines
+
+
 async def _budget(bus: Bus, settings: Settings) -> dict[str, Any]:
     """Today's budget (and the terminal session's) as /budget words it, plus the numbers."""
     cfg = settings.config.budget
@@ -150,6 +164,7 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"metrics: {status['metrics_url']}")
     for name, s in status.get("streams", {}).items():
         lines.append(f"stream {name}: {s['messages']} messages")
+    lines += _breaker_lines(status)
     for line in (status.get("budget") or {}).get("text", "").splitlines():
         lines.append(f"budget: {line}")
     executor = status.get("executor") or {}

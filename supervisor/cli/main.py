@@ -69,6 +69,21 @@ def status(as_json: bool) -> None:
     click.echo(json.dumps(data, indent=2) if as_json else render_status(data))
 
 
+@main.command("audit")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--since", default="", help="Only from then: 30m, 12h, 7d, or a date (UTC).")
+def audit_cmd(as_json: bool, since: str) -> None:
+    """The audit log: approvals, refusals, denied senders, breakers, oldest first."""
+    from supervisor.cli.audit import SinceError
+    from supervisor.cli.audit import audit as run_audit
+
+    try:
+        click.echo(asyncio.run(run_audit(_settings(), since, as_json)))
+    except SinceError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+
+
 @main.command()
 @click.option("--once", "once", default=None, help="Send one message, print the reply, exit.")
 @click.option("--chat", default="owner", show_default=True, help="Terminal chat id.")

@@ -86,7 +86,7 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
         turn = TurnRequest(
             id=f"task:{name}:manual-{time.time_ns()}", session=f"task:{name}",
             principal="heartbeat", text=text, reply_to=Sink.parse(str(job["sink"])),
-            is_owner=True, origin="schedule",
+            is_owner=True, origin="schedule", principal_kind="cron",
             budget_tokens=hb.proactive_budget if proactive else own,
             purpose="proactive" if proactive else "heartbeat")
         await bus.send(turn)

@@ -22,7 +22,8 @@ def pdeathsig() -> None:
 #: Which secret variables each actor may inherit; everything else secret-looking is dropped.
 KEEP_SECRETS = {
     "llm": ("ANTHROPIC_", "OPENAI_", "OLLAMA_"),
-    "channel": ("WINTERMUTE_TELEGRAM", "WINTERMUTE_SLACK", "TELEGRAM_", "SLACK_"),
+    "channel": ("WINTERMUTE_TELEGRAM", "WINTERMUTE_SLACK", "WINTERMUTE_WEBHOOK", "TELEGRAM_",
+                "SLACK_"),
 }
 
 

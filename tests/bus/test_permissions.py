@@ -367,7 +367,8 @@ async def test_every_role_may_publish_what_the_route_table_says_it_produces(
         for stream, subject in published:  # leave the streams as the other tests expect them
             await admin.js.purge_stream(stream, subject=subject)
         await admin.close()
-    assert {s for s, _ in published} == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ"}
+    assert {s for s, _ in published} == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ",
+                                         "WM_AUDIT"}
 
 
 # -- replies are not actions -----------------------------------------------------------------

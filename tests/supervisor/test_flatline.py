@@ -138,6 +138,11 @@ async def test_a_release_command_from_the_chat_is_applied_for_the_owner_only(
     events = [p for p in await stream(bus, bus.subjects.stream_evt)
               if p["type"] == "flatline.intervention" and p["kind"] == "release"]
     assert events and events[0]["evidence"]["by"] == "terminal:owner (/tools release)"
+    from supervisor.cli.audit import read_audit  # both answers are in the audit log
+
+    audit = [(e.decision, e.outcome, e.principal) for e in await read_audit(bus)]
+    assert audit == [("holds.release_tool", "refused", "telegram:99"),
+                     ("holds.release_tool", "allowed", "terminal:owner")]
 
 
 async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
