@@ -41,7 +41,7 @@ class PolicyGate:
             if pattern.search(command):
                 return Decision(
                     "approve",
-                    f"The command matches the risky pattern {pattern.pattern!r}, "
+                    f"The command matches the risky pattern `{pattern.pattern}`, "
                     "so it needs the owner's approval.",
                 )
         return Decision("allow")

@@ -24,7 +24,9 @@ NO_MODEL = (
     "No language model is configured, so I can't answer yet. Set [models] default = "
     '"openai/gpt-4o-mini" (or anthropic/…, ollama/…) in {home}/config.toml or '
     "WM__MODELS__DEFAULT, put the provider's key (e.g. OPENAI_API_KEY) in {home}/.env, "
-    "and restart `wintermute up`."
+    "and restart `wintermute up`. For a local OpenAI-compatible server (llama.cpp, vLLM, "
+    "LM Studio) set OPENAI_BASE_URL=http://127.0.0.1:8080/v1 in .env instead of a key, "
+    'with default = "openai/<the model name it serves>"; for Ollama set OLLAMA_HOST.'
 )
 
 PROVIDER_VARS = (
