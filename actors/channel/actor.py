@@ -7,7 +7,7 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.channel.adapter import Adapter
+from actors.channel.adapter import Adapter, is_no_reply
 from bus import Reject, Subscription
 from contracts import (
     ApprovalPrompt,
@@ -27,7 +27,6 @@ ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
 ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
 ADAPTERS["slack"] = "actors.channel.slack:SlackAdapter"
 ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
-NO_REPLY = "[NO_REPLY]"
 
 
 class ChannelActor(Actor):
@@ -101,7 +100,8 @@ class ChannelActor(Actor):
         if await self.bus.kv_get(self.subjects.kv_done, key) is not None:
             log.info("outbound %s already sent", msg.id)
             return
-        if isinstance(msg, Reply) and msg.text.strip() in ("", NO_REPLY):
+        if isinstance(msg, Reply) and is_no_reply(msg.text):
+            log.info("no_reply: reply %s of session %s suppressed", msg.id, msg.session)
             await adapter.suppressed(msg)
         else:
             await adapter.send(msg)
