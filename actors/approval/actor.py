@@ -93,18 +93,19 @@ class ApprovalActor(Actor):
             entry = None
         if entry is None or not entry.value:
             await self._tell(f"Approval {msg.approval_id} is unknown, already used or expired.",
-                             msg.id)
+                             msg.id, msg.reply_to)
             return
         pending = _dec.decode(entry.value)
         if not owner:
             log.warning("approval %s answered by non-owner %s", msg.approval_id, msg.principal)
             await self._tell(
                 f"Approval {msg.approval_id}: an answer from {msg.principal} was ignored; only "
-                "the owner can decide.", msg.id,
+                "the owner can decide.", msg.id, msg.reply_to,
             )
             return
         if pending.status != "pending" or pending.expires_at < time.time():
-            await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id)
+            await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id,
+                             msg.reply_to)
             return
         status = "approved" if msg.approved else "denied"
         await self._resolve(pending, status, entry.revision)
@@ -125,8 +126,9 @@ class ApprovalActor(Actor):
         await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
         await self.kv.delete(pending.approval_id)
 
-    async def _tell(self, text: str, ref: str) -> None:
-        sink = Sink.parse(self.config.owner.sink)
+    async def _tell(self, text: str, ref: str, sink: Sink | None = None) -> None:
+        """Why a decision did not happen, to whoever decided (else the owner sink)."""
+        sink = sink or Sink.parse(self.config.owner.sink)
         await self.publish(
             self.subjects.outbound(sink.channel, sink.chat),
             Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"),

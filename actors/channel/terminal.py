@@ -21,7 +21,6 @@ from kit.redact import credential_guard
 log = logging.getLogger(__name__)
 
 
-
 class TerminalAdapter(Adapter):
     channel = "terminal"
 
@@ -36,7 +35,8 @@ class TerminalAdapter(Adapter):
         principal = self.principal(update.chat)
         is_owner = principal in self.config.owner.principals
         text = update.text.strip()
-        ctx = CommandContext(principal, is_owner, principal, update.id)
+        ctx = CommandContext(principal, is_owner, principal, update.id,
+                             reply_to=Sink(channel="terminal", chat=update.chat))
         answer = await handle_command(self.actor, ctx, text)
         if answer is not None:
             await self._deliver(update, "notice", answer)
