@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 from typing import Any
 
 from actors.base import Actor
@@ -33,6 +34,8 @@ class ChannelActor(Actor):
     name = "channel"
 
     async def on_start(self) -> None:
+        # The `up` run we belong to: notices about an earlier run's processes are stale.
+        self.run = os.environ.get("WINTERMUTE_RUN", "")
         self.adapters: dict[str, Adapter] = {}
         for name, target in ADAPTERS.items():
             module, cls_name = target.split(":")
@@ -89,6 +92,9 @@ class ChannelActor(Actor):
                 await self._send(msg)
 
     async def _send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
+        if isinstance(msg, Notice) and msg.run and self.run and msg.run != self.run:
+            log.info("notice %s is about an earlier run (%s); not sent", msg.id, msg.run)
+            return
         adapter = self.adapters.get(msg.sink.channel)
         if adapter is None:
             raise Reject(

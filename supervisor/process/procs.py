@@ -26,11 +26,15 @@ KEEP_SECRETS = {
 }
 
 
+#: The variable naming the `up` run an actor belongs to (see contracts.Notice.run).
+RUN_VAR = "WINTERMUTE_RUN"
+
+
 def actor_env(
-    name: str, nats_url: str, home: str, login: tuple[str, str] | None = None
+    name: str, nats_url: str, home: str, login: tuple[str, str] | None = None, run: str = "",
 ) -> dict[str, str]:
-    """The environment of one actor: secrets only where that actor needs them, and its own
-    NATS user when `login` is given (the embedded server)."""
+    """The environment of one actor: secrets only where that actor needs them, its own
+    NATS user when `login` is given (the embedded server), and the run id."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -43,6 +47,8 @@ def actor_env(
     if login is not None:
         env["WM__NATS__USER"], env["WM__NATS__PASSWORD"] = login
     env["WINTERMUTE_HOME"] = home
+    if run:
+        env[RUN_VAR] = run
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
