@@ -92,16 +92,19 @@ class LlmActor(Actor):
         over = await budget.exhausted(self.bus, self.config.budget, req.session)
         if over:
             return LlmResponse(**base, error=over)
-        from actors.llm.providers import ProviderError, complete
+        from actors.llm.providers import ProviderError, complete, default_max_tokens
 
         failures: list[str] = []
         on_text = self._previewer(req)
+        limits = self.config.models.limits_for(req.role)
         for spec in chain:
+            # The request may ask for less than the role's limit, never for more.
+            cap = limits.max_tokens or default_max_tokens(spec)
             try:
                 self.calls += 1
                 done = await complete(
-                    spec, req.messages, req.tools, max_tokens=req.max_tokens,
-                    timeout=self.config.models.timeout_secs, on_text=on_text,
+                    spec, req.messages, req.tools, max_tokens=min(req.max_tokens or cap, cap),
+                    timeout=limits.timeout_secs, on_text=on_text, retries=limits.max_retries,
                 )
             except ProviderError as exc:
                 log.warning("model %s failed: %s", spec, exc.message)
