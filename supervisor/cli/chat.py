@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 import uuid
-from typing import Any
 
 import msgspec
 
 from bus import Bus, codec
-from contracts import ApprovalResolved, Delivered, TerminalInput
+from contracts import Delivered, TerminalInput
 from contracts.config import Settings
+from supervisor.cli import progress
 from supervisor.cli.client import connect
+from supervisor.cli.watch import until_stopped
 
 _delivered = codec.decoder_for(Delivered)
-_resolved = codec.decoder_for(ApprovalResolved)
 
 
 def _approval_text(d: Delivered) -> str:
@@ -48,13 +47,18 @@ class ChatClient:
         return msg.id
 
 
-async def chat_once(settings: Settings, text: str, chat: str, timeout: float) -> int:
+async def chat_once(settings: Settings, text: str, chat: str, timeout: float) -> int:  # noqa: ASYNC109
+    """Send one message, print the reply; progress and "still thinking…" go to stderr."""
     bus = await connect(settings, "chat")
+    tasks: list[asyncio.Task[object]] = []
     try:
         client = ChatClient(bus, chat)
         await client.start()
+        tasks.append(asyncio.create_task(progress.startup(bus, _to_stderr)))
         input_id = await client.send(text)
         turn_id = f"terminal:{input_id}"
+        thinking = progress.Thinking()
+        thinking.sent(input_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
@@ -64,8 +68,10 @@ async def chat_once(settings: Settings, text: str, chat: str, timeout: float) ->
                       "logs/ under WINTERMUTE_HOME.", file=sys.stderr)
                 return 1
             try:
-                d = await asyncio.wait_for(client.inbox.get(), remaining)
+                d = await asyncio.wait_for(client.inbox.get(), min(remaining, 1.0))
             except TimeoutError:
+                for line in thinking.due():
+                    _to_stderr(line)
                 continue
             if d.kind == "approval":
                 print(_approval_text(d), flush=True)
@@ -79,7 +85,19 @@ async def chat_once(settings: Settings, text: str, chat: str, timeout: float) ->
             elif d.kind in ("reply", "notice"):
                 print(f"[{d.kind}] {d.text}", file=sys.stderr)
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await bus.close()
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _between_prompts(line: str) -> None:
+    """A line from the agent's side, printed over the prompt, which is then shown again."""
+    print(f"\r{line}\n> ", end="", flush=True)
 
 
 async def _stdin_lines() -> asyncio.StreamReader:
@@ -91,29 +109,54 @@ async def _stdin_lines() -> asyncio.StreamReader:
 
 
 async def chat_repl(settings: Settings, chat: str, bus: Bus | None = None) -> int:
-    """Interactive chat until end of input; approval prompts are answered with y/n."""
+    """Interactive chat until end of input (or until `up` stops); approvals answered with y/n.
+
+    `bus` is given by `up --chat` (the supervisor's own connection); a standalone `chat`
+    connects itself and leaves with one line when the instance it talks to stops.
+    """
     own_bus = bus is None
     bus = bus or await connect(settings, "chat")
     client = ChatClient(bus, chat)
     await client.start()
     pending: list[str] = []
+    thinking = progress.Thinking()
 
     async def printer() -> None:
         while True:
             d = await client.inbox.get()
+            thinking.answered(d.ref)
             if d.kind == "approval":
                 pending.append(d.ref)
                 print(f"\n{_approval_text(d)}\n  approve? [y/n] ", end="", flush=True)
             elif d.text:
                 print(f"\n{d.text}\n> ", end="", flush=True)
 
-    task = asyncio.create_task(printer())
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for line in thinking.due():
+                _between_prompts(line)
+
+    tasks: list[asyncio.Task[object]] = [
+        asyncio.create_task(printer()), asyncio.create_task(ticker()),
+        asyncio.create_task(progress.startup(bus, _between_prompts)),
+    ]
+    stopped: asyncio.Task[str] | None = None
+    if own_bus:
+        stopped = asyncio.create_task(until_stopped(settings, bus, "chat"))
     print("Talking to Wintermute as the owner. /help for commands, Ctrl-D to leave.")
     lines = await _stdin_lines()
     try:
         while True:
             print("> ", end="", flush=True)
-            line = (await lines.readline()).decode(errors="replace")
+            reading = asyncio.ensure_future(lines.readline())
+            await asyncio.wait([reading, *([stopped] if stopped else [])],
+                               return_when=asyncio.FIRST_COMPLETED)
+            if stopped is not None and stopped.done():
+                reading.cancel()
+                print(f"\n{stopped.result()}", file=sys.stderr, flush=True)
+                return 1
+            line = reading.result().decode(errors="replace")
             if not line:
                 return 0
             text = line.strip()
@@ -122,67 +165,11 @@ async def chat_repl(settings: Settings, chat: str, bus: Bus | None = None) -> in
             if pending and text.lower() in ("y", "yes", "n", "no"):
                 verb = "/approve" if text.lower().startswith("y") else "/deny"
                 text = f"{verb} {pending.pop(0)}"
-            await client.send(text)
+            thinking.sent(await client.send(text))
     finally:
-        task.cancel()
+        everything = [*tasks, *([stopped] if stopped else [])]
+        for task in everything:
+            task.cancel()
+        await asyncio.gather(*everything, return_exceptions=True)
         if own_bus:
             await bus.close()
-
-
-async def decide(settings: Settings, approval_id: str, approve: bool, chat: str,
-                 timeout: float = 30) -> int:  # noqa: ASYNC109 - a deadline for the answer
-    """approve/deny: 0 once the approval is resolved as asked, 1 (with the reason) otherwise.
-
-    The decision goes through the terminal channel like `/approve ID` in chat; the outcome is
-    the approval actor's `approval.resolved` for that id, or its notice saying why not.
-    """
-    verb = "approve" if approve else "deny"
-    principal = f"terminal:{chat}"
-    if principal not in settings.config.owner.principals:
-        print(f"Only the owner can {verb}: {principal} is not in owner.principals "
-              f"({settings.home}/config.toml [owner]); add it to decide from this terminal.",
-              file=sys.stderr)
-        return 1
-    bus = await connect(settings, verb)
-    try:
-        outcome: asyncio.Queue[ApprovalResolved] = asyncio.Queue()
-
-        async def on_resolved(raw: Any) -> None:
-            with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-                resolved = _resolved.decode(raw.data)
-                if resolved.approval_id == approval_id:
-                    outcome.put_nowait(resolved)
-
-        await bus.nc.subscribe(f"{bus.subjects.p}.evt.approval.resolved.>", cb=on_resolved)
-        client = ChatClient(bus, chat)
-        await client.start()
-        input_id = await client.send(f"/{verb} {approval_id}")
-        refused_ref = f"{input_id}:decision:notice"  # the approval actor's "it did not happen"
-        want = "approved" if approve else "denied"
-        async with asyncio.timeout(timeout):
-            while True:
-                got_resolved = asyncio.ensure_future(outcome.get())
-                got_notice = asyncio.ensure_future(client.inbox.get())
-                done, pending = await asyncio.wait({got_resolved, got_notice},
-                                                   return_when=asyncio.FIRST_COMPLETED)
-                for task in pending:
-                    task.cancel()
-                if got_resolved in done:
-                    resolved = got_resolved.result()
-                    if resolved.status == want:
-                        print(f"{want.capitalize()} {approval_id}.")
-                        return 0
-                    print(f"Approval {approval_id} was {resolved.status}, not {want}.",
-                          file=sys.stderr)
-                    return 1
-                d = got_notice.result()
-                if d.kind == "notice" and d.ref == refused_ref:
-                    print(d.text, file=sys.stderr)
-                    return 1
-    except TimeoutError:
-        print(f"No answer about approval {approval_id} within {timeout:.0f} s: the approval "
-              "actor may be down or busy. Check `wintermute status`, then try again.",
-              file=sys.stderr)
-        return 1
-    finally:
-        await bus.close()

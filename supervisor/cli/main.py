@@ -84,7 +84,7 @@ def chat(once: str | None, chat: str, timeout: float) -> None:
 @click.option("--chat", default="owner", show_default=True)
 def approve(approval_id: str, chat: str) -> None:
     """Approve a pending action by its 8-character id; exit 1 if that did not happen."""
-    from supervisor.cli.chat import decide
+    from supervisor.cli.approve import decide
 
     sys.exit(asyncio.run(decide(_settings(), approval_id, True, chat)))
 
@@ -94,7 +94,7 @@ def approve(approval_id: str, chat: str) -> None:
 @click.option("--chat", default="owner", show_default=True)
 def deny(approval_id: str, chat: str) -> None:
     """Deny a pending action by its 8-character id; exit 1 if that did not happen."""
-    from supervisor.cli.chat import decide
+    from supervisor.cli.approve import decide
 
     sys.exit(asyncio.run(decide(_settings(), approval_id, False, chat)))
 

@@ -9,7 +9,7 @@ import pytest
 from actors.approval.actor import short_id
 from bus import Bus
 from contracts import ApprovalRequest, Sink
-from supervisor.cli.chat import decide
+from supervisor.cli.approve import decide
 from tests.actors.harness import actors
 
 
