@@ -45,6 +45,14 @@ def provision_failed(what: str, exc: BaseException) -> ProvisionError:
     )
 
 
+def _cause(exc: BaseException, timeout: float) -> str:
+    """An exception as the end of a sentence; never empty (a bare TimeoutError has no text)."""
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError) and not str(exc):
+        return (f"no answer within {timeout:g} s (the server may be overloaded, or not running: "
+                "see `wintermute status` and logs/nats-server.log)")
+    return str(exc).strip() or type(exc).__name__
+
+
 class Bus:
     """One NATS connection for a process, with the JetStream helpers every actor uses."""
 
@@ -121,7 +129,8 @@ class Bus:
             except Exception as exc:  # noqa: BLE001 - any failure to connect is retried
                 if loop.time() >= deadline:
                     cause = connecting[0] if connecting else exc
-                    raise ConnectionError(f"cannot reach NATS at {self.url}: {cause}") from exc
+                    raise ConnectionError(
+                        f"cannot reach NATS at {self.url}: {_cause(cause, timeout)}") from exc
                 await asyncio.sleep(0.2)
         self._js = self._nc.jetstream(timeout=10)
         return self

@@ -234,7 +234,10 @@ class FlatlineConfig(_Section):
 class SupervisorConfig(_Section):
     health_interval_secs: float = 2.0
     stale_after_secs: float = 15.0
-    startup_grace_secs: float = 25.0  # a new process has this long to report health
+    startup_grace_secs: float = 60.0  # a new process has this long to report health
+    # On a busy machine (load average above the core count) the grace, the staleness limit
+    # and the start deadline stretch by load per core, up to this factor (1: never stretch).
+    max_load_stretch: float = 4.0
     max_restarts: int = 5
     restart_window_secs: float = 60.0
     failed_retry_secs: float = 60.0  # first retry of a failed actor; doubles up to 10 minutes

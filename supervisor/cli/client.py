@@ -48,7 +48,7 @@ async def connect(settings: Settings, name: str) -> Bus:
     url, (user, password) = nats_url(settings), nats_login(settings)
     bus = Bus(url, settings.config.nats.prefix, name=f"wintermute-{name}")
     try:
-        await bus.connect(timeout=5, credentials=settings.config.nats.credentials, user=user,
+        await bus.connect(timeout=15, credentials=settings.config.nats.credentials, user=user,
                           password=password)
     except ConnectionError as exc:
         if "authorization" in str(exc).lower():
