@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import subprocess
+import sys
 import textwrap
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -152,3 +160,138 @@ def quick_start_command() -> list[str]:
     first = blocks(section("Quick start"), "sh")[0]
     line = next(line for line in first.splitlines() if "wintermute up" in line)
     return line.split(".venv/bin/wintermute ", 1)[1].split()
+
+
+# -- the walk-through against a real `wintermute up` ----------------------------------------
+
+
+class Output:
+    """Everything a subprocess writes, collected by a thread, searchable while it runs."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.chunks: list[str] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(1):
+            with self.lock:
+                self.chunks.append(chunk.decode("utf-8", "replace"))
+
+    @property
+    def text(self) -> str:
+        with self.lock:
+            return "".join(self.chunks)
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(pattern, self.text)
+            if found:
+                return found
+            time.sleep(0.2)
+        raise AssertionError(f"{pattern!r} not seen within {timeout}s in:\n{self.text[-3000:]}")
+
+
+def wm(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "supervisor.cli.main", *args], env=env, cwd=ROOT,
+                          text=True, capture_output=True, timeout=timeout)
+
+
+def spawn(env: dict[str, str], *args: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "supervisor.cli.main", *args], env=env,
+                            cwd=ROOT, stdin=stdin, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+@pytest.fixture
+def model_server() -> Iterator[str]:
+    """The scripted OpenAI-compatible model (tests/fakes/llm_servers.py) in its own process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.llm_servers", "--kind", "openai", "--port", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    assert proc.stdout is not None
+    yield proc.stdout.readline().strip()
+    proc.terminate()
+    proc.wait(10)
+
+
+def fresh_env(home: Path, model_url: str) -> dict[str, str]:
+    """A new user's environment: a fresh home and a model at OPENAI_BASE_URL, nothing else."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("WM__", "OPENAI_", "ANTHROPIC_", "OLLAMA_", "WINTERMUTE_"))}
+    env.update({"WINTERMUTE_HOME": str(home), "OPENAI_BASE_URL": model_url,
+                "WM__MODELS__DEFAULT": "openai/test-model", "PYTHONUNBUFFERED": "1",
+                # direct mode, so the README's approval flow happens on any machine
+                "WM__EXECUTOR__MODE": "direct"})
+    return env
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_the_readme_walkthrough_against_a_real_up(tmp_path: Path, model_server: str) -> None:
+    env = fresh_env(tmp_path / "home", model_server)
+    args = quick_start_command()
+    assert args == ["up", "--chat"]
+    up = spawn(env, *args, stdin=subprocess.PIPE)
+    taps: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        assert up.stdin is not None and up.stdout is not None
+        chat = Output(up.stdout)
+        # Quick start: the terminal shows how start-up goes, then the agent answers.
+        up.stdin.write(b"hello from the readme\n")
+        up.stdin.flush()
+        chat.wait_for(r"echo: hello from the readme", 240)
+        assert re.search(r"starting: (\d of 8 actors ready|waiting for the supervisor)", chat.text)
+        chat.wait_for(r"ready: all 8 actors are up", 240)
+
+        # tap, with the README's two kinds of FILTER.
+        subject, type_prefix = readme_tap_filters()
+        tap_out = {}
+        for filt in (subject, type_prefix):
+            taps[filt] = spawn(env, "tap", filt)
+            tap_out[filt] = (Output(taps[filt].stdout), Output(taps[filt].stderr))  # type: ignore[arg-type]
+            tap_out[filt][1].wait_for(r"tapping ", 60)
+        done = wm(env, "chat", "--once", "run: echo tapped-$((6*7))")
+        assert done.returncode == 0 and "tapped-42" in done.stdout, done.stderr
+        by_type = tap_out[type_prefix][0].wait_for(r"tool\.result", 60)
+        assert by_type is not None
+        lines = [ln for ln in tap_out[type_prefix][0].text.splitlines() if ln.strip()]
+        assert lines and all(ln.split()[1].startswith(type_prefix) for ln in lines), lines
+        tap_out[subject][0].wait_for(r"tool\.result", 60)
+        evt = [ln for ln in tap_out[subject][0].text.splitlines() if ln.strip()]
+        assert all(" wm.evt." in ln for ln in evt), evt
+
+        # approve / deny: the outcome, and exit 1 when it did not happen.
+        asked = wm(env, "chat", "--once", "run: rm -rf ./nothing-here")
+        assert asked.returncode == 0, asked.stderr
+        aid = chat.wait_for(r"Approval needed \[([A-Za-z0-9]{8})\]", 60).group(1)
+        ok = wm(env, "approve", aid)
+        assert ok.returncode == 0 and f"Approved {aid}." in ok.stdout, ok.stdout + ok.stderr
+        again = wm(env, "deny", aid)
+        assert again.returncode == 1 and "already used or expired" in again.stderr
+        unknown = wm(env, "approve", "NoSuchId")
+        assert unknown.returncode == 1 and "Approval NoSuchId is unknown" in unknown.stderr
+
+        # status names every actor; nothing was restarted on the way.
+        status = wm(env, "status")
+        assert status.returncode == 0 and "HEALTHY" in status.stdout, status.stderr
+
+        # Leaving the chat stops everything; a tap left open says so once and exits.
+        up.stdin.close()
+        assert up.wait(90) == 0
+        for filt, proc in taps.items():
+            assert proc.wait(60) == 0, filt
+            err = tap_out[filt][1].text
+            assert "wintermute stopped" in err and "exiting" in err, err
+            assert err.count("\n") <= 3, err  # one line, not two errors a second
+    finally:
+        for proc in [up, *taps.values()]:
+            stop(proc)
