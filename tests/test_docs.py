@@ -284,9 +284,18 @@ def test_the_readme_walkthrough_against_a_real_up(tmp_path: Path, model_server: 
         status = wm(env, "status")
         assert status.returncode == 0 and "HEALTHY" in status.stdout, status.stderr
 
-        # Leaving the chat stops everything; a tap left open says so once and exits.
+        # A second terminal's `wintermute chat`, left open.
+        other = spawn(env, "chat", stdin=subprocess.PIPE)
+        taps["chat"] = other
+        tap_out["chat"] = (Output(other.stdout), Output(other.stderr))  # type: ignore[arg-type]
+        tap_out["chat"][0].wait_for(r"Talking to Wintermute", 60)
+
+        # Leaving the chat stops everything; a tap or chat left open says so once and exits.
         up.stdin.close()
         assert up.wait(90) == 0
+        assert other.wait(60) == 1
+        assert "wintermute stopped" in tap_out.pop("chat")[1].text
+        taps.pop("chat")
         for filt, proc in taps.items():
             assert proc.wait(60) == 0, filt
             err = tap_out[filt][1].text
