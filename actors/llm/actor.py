@@ -84,7 +84,7 @@ class LlmActor(Actor):
         await self.publish(subject, response)
 
     async def _respond(self, req: LlmRequest) -> LlmResponse:
-        base = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
+        base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
                 "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:

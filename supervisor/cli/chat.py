@@ -64,8 +64,9 @@ async def chat_once(settings: Settings, text: str, chat: str, timeout: float) ->
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
-                print(f"No reply within {timeout:.0f}s. Check `wintermute status` and "
-                      "logs/ under WINTERMUTE_HOME.", file=sys.stderr)
+                print(f"No reply within {timeout:.0f}s: {await progress.why_no_reply(bus)}. "
+                      "Check `wintermute status` and logs/ under WINTERMUTE_HOME.",
+                      file=sys.stderr)
                 return 1
             try:
                 d = await asyncio.wait_for(client.inbox.get(), min(remaining, 1.0))

@@ -53,6 +53,17 @@ async def read_actors(bus: Bus) -> list[_ActorView] | None:
         return None
 
 
+async def why_no_reply(bus: Bus) -> str:
+    """The likeliest cause of a missing answer, as the end of a sentence."""
+    actors = await read_actors(bus)
+    if actors is None:
+        return "the supervisor has published no status (is `wintermute up` starting?)"
+    down = [a.name for a in actors if not a.healthy]
+    if down:
+        return f"not ready: {', '.join(down)}{busy_note()}"
+    return f"every actor is up, so the model is slow or failing (see logs/llm.log){busy_note()}"
+
+
 def busy_note() -> str:
     """", the machine is busy (load average 15.2 on 2 cores)" when it is, else ""."""
     try:

@@ -60,3 +60,11 @@ def test_thinking_lines_come_after_a_while_and_stop_with_the_answer() -> None:
     assert t.due() == []  # next one only after `every`
     t.answered("terminal:abc")
     assert t.waiting == {}
+
+
+async def test_no_reply_names_the_likeliest_cause(bus: Bus) -> None:
+    assert "published no status" in await progress.why_no_reply(bus)
+    await bus.kv_put(bus.subjects.kv_state, "supervisor", status(True, False, False))
+    assert (await progress.why_no_reply(bus)).startswith("not ready: planner, llm")
+    await bus.kv_put(bus.subjects.kv_state, "supervisor", status(True, True))
+    assert "logs/llm.log" in await progress.why_no_reply(bus)
