@@ -65,13 +65,13 @@ async def why_no_reply(bus: Bus) -> str:
 
 
 def busy_note() -> str:
-    """", the machine is busy (load average 15.2 on 2 cores)" when it is, else ""."""
+    """"; the machine is busy: load average 15.2 on 2 cores" when it is, else ""."""
     try:
         load = os.getloadavg()[0]
     except OSError:
         return ""
     cores = os.cpu_count() or 1
-    return f"; the machine is busy (load average {load:.1f} on {cores} cores)" if load > cores else ""
+    return f"; the machine is busy: load average {load:.1f} on {cores} cores" if load > cores else ""
 
 
 def progress_line(actors: list[_ActorView] | None, waited: float) -> str:
@@ -85,6 +85,10 @@ def progress_line(actors: list[_ActorView] | None, waited: float) -> str:
     again = f"; {restarted} restarts so far (`wintermute status`)" if restarted else ""
     return (f"starting: {len(ready)} of {len(actors)} actors ready (waiting for {waiting}; "
             f"{waited:.0f} s{slow}{again})…")
+
+
+#: After this long the progress lines stop with one that says where to look.
+GIVE_UP_SECS = 600.0
 
 
 async def startup(bus: Bus, say: Callable[[str], None], every: float = 1.0) -> float:
@@ -101,6 +105,10 @@ async def startup(bus: Bus, say: Callable[[str], None], every: float = 1.0) -> f
         if actors and all(a.healthy for a in actors):
             if last:
                 say(f"ready: all {len(actors)} actors are up ({waited:.0f} s).")
+            return waited
+        if waited > GIVE_UP_SECS:
+            say(f"still not ready after {waited:.0f} s ({progress_line(actors, waited)[10:-1]}); "
+                "`wintermute status` shows why (failed actors, last crash reasons).")
             return waited
         line = progress_line(actors, waited)
         # A new count is news at once; the same count again only every 15 s (the clock moves).
