@@ -33,3 +33,7 @@ bench: install
 # fault-injection campaign (kill -9, SIGSTOP, nats-server kills) that prints figures
 chaos *ARGS: install
     {{py}} -m benchmarks.chaos {{ARGS}}
+
+# build the runtime image from a Debian root filesystem (no registry needed), then check it runs
+image:
+    images/build-offline.sh

@@ -9,7 +9,10 @@ import logging
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from actors import ACTORS
 from actors.base import Actor
@@ -17,6 +20,7 @@ from bus import Bus, Consumer, ProvisionError, tracing
 from bus import logs as buslogs
 from contracts import Health
 from contracts.config import Settings
+from contracts.liveness import local_health_path
 
 log = logging.getLogger(__name__)
 
@@ -45,16 +49,37 @@ async def connect_bus(settings: Settings, name: str) -> Bus:
     return bus
 
 
-async def verify_bus(actor: Actor) -> None:
-    """Make sure the streams and buckets this actor uses exist (created only if allowed)."""
+async def verify_bus(actor: Actor, patience: float = 300.0) -> None:
+    """Make sure the streams and buckets this actor uses exist (created only if allowed).
+
+    Started next to the supervisor (Kubernetes starts all pods at once) an actor may look before
+    the supervisor provisioned them: it waits, saying so, for up to `patience` seconds."""
     from bus.permissions import scope
 
     subs = [sub for sub, _ in actor.subscriptions()]
     streams, buckets = scope(actor.subjects, actor.name, subs)
-    try:
-        await actor.bus.provision(streams, buckets)
-    except ProvisionError as exc:
-        raise SystemExit(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + patience
+    delay = 1.0
+    while True:
+        try:
+            await actor.bus.provision(streams, buckets)
+            return
+        except ProvisionError as exc:
+            if loop.time() + delay > deadline:
+                raise SystemExit(str(exc)) from None
+            log.warning("waiting for the supervisor to provision the bus (%s); retrying in "
+                        "%.0fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 15.0)
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace a small file in one step (a reader sees the old or the new record)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    part = path.with_name(f".{path.name}.{os.getpid()}")
+    part.write_bytes(data)
+    part.replace(path)
 
 
 class ActorProcess:
@@ -87,9 +112,15 @@ class ActorProcess:
     async def _report_health(self) -> None:
         interval = self.actor.config.supervisor.health_interval_secs
         bucket = self.actor.subjects.kv_health
+        local = local_health_path(self.actor.home, self.actor.name)
         while True:
+            record = self.health()
+            # The local copy is what `wintermute probe` (Kubernetes probes) reads: it proves
+            # this process's loops run, whatever the state of the bus.
+            with contextlib.suppress(OSError):
+                write_atomic(local, msgspec.json.encode(record))
             with contextlib.suppress(Exception):
-                await self.actor.bus.kv_put(bucket, self.actor.name, self.health())
+                await self.actor.bus.kv_put(bucket, self.actor.name, record)
             await asyncio.sleep(interval)
 
     async def run(self) -> None:

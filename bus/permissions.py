@@ -79,11 +79,12 @@ GRANTS: dict[str, Grant] = {
         kv_write=("approvals:>",),
     ),
     "observer": Grant(publish=("evt.session.idle.>",)),
-    "heartbeat": Grant(publish=("in.schedule.>",), kv_read=("health", "state", "budget")),
+    "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
+                       kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>"),
+                 "evt.flatline.enable_task.>", "in.schedule.>"),
         subscribe=(">",),
         kv_read=("state", "tools"),
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),

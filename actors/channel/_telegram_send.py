@@ -23,9 +23,9 @@ from actors.channel._telegram_format import (
     extract_files,
     split_html,
     split_plain,
-    workspace_file,
 )
 from contracts import ApprovalPrompt, Notice
+from kit.outbound import Refused, SecretScanner, check_file
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +46,22 @@ class Part:
     buttons: tuple[tuple[str, str], ...] = ()  # (label, callback data)
 
 
-def reply_parts(text: str, workspace: Path) -> list[Part]:
-    """A reply as HTML chunks followed by the workspace files it names with [file: path]."""
+def reply_parts(text: str, workspace: Path, scanner: SecretScanner) -> list[Part]:
+    """A reply as HTML chunks followed by the workspace files it names with [file: path].
+
+    Files pass the same outbound gate as send_message (inside the workspace, size, no secret),
+    whoever's turn wrote the marker."""
     body, refs = extract_files(text)
     parts = [Part(html=h, plain=src) for h, src in split_html(body)]
     notes = []
     for ref in refs:
-        path = workspace_file(workspace, ref)
-        if path is None:
-            notes.append(f"(Could not attach {ref}: there is no such file in the workspace.)")
-        elif path.stat().st_size > UPLOAD_MAX:
+        try:
+            rel = check_file(workspace, ref.strip().strip("'\""), scanner)
+        except Refused as exc:
+            notes.append(f"(Could not attach {ref}: {exc})")
+            continue
+        path = workspace.resolve() / rel
+        if path.stat().st_size > UPLOAD_MAX:
             notes.append(f"(Could not attach {ref}: Telegram bots can send files up to 50 MB.)")
         else:
             parts.append(Part(path=path))

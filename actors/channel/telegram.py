@@ -40,7 +40,8 @@ from contracts import (
     Reply,
     short_hash,
 )
-from kit.redact import redact_patterns
+from kit.outbound import SecretScanner
+from kit.redact import HomeRedactor, redact_patterns
 from kit.secrets import load_dotenv
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,8 @@ class TelegramAdapter(Adapter):
         super().__init__(actor)
         self.tg = self.config.channels.telegram
         self.workspace = Path(actor.home) / "workspace"
+        # The outbound gate checks files named in replies for secret values (.env, NATS).
+        self.scanner = SecretScanner(HomeRedactor(Path(actor.home), os.environ))
         self._token = self.token(self.config, actor.home)
         self.bot: Any = None
         self.me: Any = None
@@ -316,7 +319,7 @@ class TelegramAdapter(Adapter):
         match msg:
             case Reply():
                 self.typing.stop(msg.turn_id)
-                parts = reply_parts(msg.text, self.workspace)
+                parts = reply_parts(msg.text, self.workspace, self.scanner)
             case ApprovalPrompt():
                 parts = approval_parts(msg)
             case Notice():

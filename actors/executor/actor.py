@@ -28,7 +28,8 @@ from contracts import (
     ToolResult,
     short_hash,
 )
-from kit.redact import Redactor
+from kit.outbound import check_arguments
+from kit.redact import HomeRedactor
 from kit.secrets import load_dotenv
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ class ExecutorActor(Actor):
 
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
-        redactor = Redactor.from_env(self.home / ".env", os.environ)
+        # Follows .env and the NATS credential files: a secret added later is redacted too.
+        redactor = HomeRedactor(self.home, os.environ)
         env = scrubbed_env(os.environ, secrets.keys())
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
         self.sandbox = await detect_sandbox(self.config, self.home)
@@ -113,6 +115,11 @@ class ExecutorActor(Actor):
             await self._result(
                 req, False, f"Only the owner may use {req.name}; this request was refused."
             )
+            return
+        leak = check_arguments(self.ctx.scanner, req.arguments, network=tool.outbound)
+        if leak:  # the outbound gate: a secret never leaves without the owner's yes
+            await self._ask_approval(
+                req, f"its arguments carry a secret ({', '.join(leak)}) off this machine")
             return
         reason = await tool.approval_reason(req, self.ctx)
         if reason:

@@ -38,6 +38,9 @@ class ToolContext:
         self.subjects = bus.subjects
         self.sandbox = sandbox
         self.redactor = redactor
+        from kit.outbound import SecretScanner
+
+        self.scanner = SecretScanner(redactor)  # the outbound gate's view of known secrets
         self.env = env
         self.workspace = settings.home / "workspace"
         self.scripts = settings.home / "scripts"
@@ -50,6 +53,7 @@ class Tool:
     owner_only: bool = False  # refused for anyone but the owner
     side_effects: bool = True  # never run twice: a redelivery after a crash is reported instead
     core: bool = True  # core tools are always offered; agent-created ones are ranked
+    outbound: bool = False  # sends its arguments off this machine (network, chats, models)
 
     @property
     def name(self) -> str:

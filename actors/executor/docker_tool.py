@@ -43,7 +43,9 @@ async def reachable_docker(configured: str = "") -> str:
     for url in docker_urls(configured):
         docker = aiodocker.Docker(url=url)
         try:
-            async with asyncio.timeout(5):
+            # An absent socket fails at once; one that exists but answers slowly is a busy
+            # engine (first call after start-up, a loaded machine), not a missing one.
+            async with asyncio.timeout(15):
                 await docker.version()
             return url
         except Exception as exc:  # noqa: BLE001 - any failure means "not this one"

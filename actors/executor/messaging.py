@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import mimetypes
-from pathlib import Path
 
 from actors.executor._limits import RateLimiter
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_str
 from contracts import ChatMessage, LlmRequest, Reply, Sink, ToolRequest, ToolSpec
+from kit.outbound import Refused, check_file
 
 MESSAGE_RATE_LIMIT = 20  # per minute: a runaway loop must not flood a chat
-MAX_FILE_BYTES = 50_000_000  # what Telegram bots may upload; other channels allow less or more
-SCAN_BYTES = 10_000_000  # files up to this size are checked for secrets before they go out
 ORACLE_SYSTEM = (
     "You are the oracle: a more capable model that an AI agent consults when it is stuck on a "
     "hard problem (architecture, subtle bugs, large code, an approach that keeps failing). "
@@ -25,35 +23,9 @@ NO_ORACLE = (
 )
 
 
-class Refused(Exception):
-    """A file or sink send_message will not use; the message is a sentence for the model."""
-
-
 def attach(ctx: ToolContext, ref: str) -> str:
     """The workspace-relative path of a file that may be sent, or Refused with the reason."""
-    rel = ref.strip()
-    for prefix in ("/workspace/", "workspace/"):
-        if rel.startswith(prefix):
-            rel = rel[len(prefix):]
-    root = ctx.workspace.resolve()
-    path = (root / rel).resolve()
-    if rel.startswith(("/", "~")) or root not in path.parents:
-        raise Refused(f"{ref!r} is not inside the workspace; only workspace files can be sent.")
-    if not path.is_file():
-        raise Refused(f"There is no file {ref!r} in the workspace.")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise Refused(f"{ref!r} is {size} bytes, over the {MAX_FILE_BYTES}-byte limit for files.")
-    if size <= SCAN_BYTES and _holds_secret(ctx, path):
-        raise Refused(
-            f"{ref!r} contains a secret (a value from .env or a credential), so it was not sent."
-        )
-    return str(path.relative_to(root))
-
-
-def _holds_secret(ctx: ToolContext, path: Path) -> bool:
-    text = path.read_bytes().decode("latin-1")  # every byte maps to one character
-    return bool(ctx.redactor.scan(text)[1])
+    return check_file(ctx.workspace, ref, ctx.scanner)
 
 
 def file_kind(path: str) -> str:
@@ -84,9 +56,20 @@ class SendMessage(Tool):
         },
     )
     side_effects = False  # the message id is derived from the call, so a re-send is dropped
+    outbound = True
 
     def __init__(self) -> None:
         self.limiter = RateLimiter(MESSAGE_RATE_LIMIT)
+
+    async def approval_reason(self, req: ToolRequest, ctx: ToolContext) -> str:
+        """Another chat than this conversation's, or the owner's own, needs the owner's yes:
+        a steered model must not message third parties on its own."""
+        try:
+            sink = self._sink(req)
+        except (Refused, ValueError):
+            return ""  # run() refuses it with the reason
+        own = {req.reply_to, _owner_sink(ctx)} - {None}
+        return "" if sink in own else f"it sends a message to another chat ({sink})"
 
     async def run(self, req: ToolRequest, ctx: ToolContext) -> ToolOutput:
         text = arg_str(req, "text")
@@ -123,6 +106,13 @@ class SendMessage(Tool):
         return sink
 
 
+def _owner_sink(ctx: ToolContext) -> Sink | None:
+    try:
+        return Sink.parse(ctx.config.owner.sink) if ctx.config.owner.sink else None
+    except ValueError:
+        return None
+
+
 class Escalate(Tool):
     spec = ToolSpec(
         name="escalate",
@@ -143,6 +133,7 @@ class Escalate(Tool):
         },
     )
     side_effects = False  # ids are derived from the call: a redelivery asks only once
+    outbound = True  # the oracle may be a cloud model
 
     async def run(self, req: ToolRequest, ctx: ToolContext) -> ToolOutput | None:
         models = ctx.config.models

@@ -105,6 +105,7 @@ class WebFetch(Tool):
         },
     )
     side_effects = False  # a GET is safe to repeat after an executor restart
+    outbound = True
 
     def __init__(self) -> None:
         self.limiter: RateLimiter | None = None

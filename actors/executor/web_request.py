@@ -43,6 +43,7 @@ class WebRequest(Tool):
         },
     )
     owner_only = True
+    outbound = True
 
     def __init__(self) -> None:
         self.limiter: RateLimiter | None = None

@@ -1,16 +1,21 @@
-"""The heartbeat: periodic tick, health.json, IDENTITY.md, and cron-scheduled tasks."""
+"""The heartbeat: scheduled tasks (cron, interval, one-shot), HEARTBEAT.md cadences, proactive
+checks, health.json and IDENTITY.md; the schedule follows agent.toml and HEARTBEAT.md edits."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
 from typing import Any
 
+import msgspec
+
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
-from contracts import Sink, TurnRequest, subject_token
+from actors.heartbeat.jobs import Job, load_jobs, sources_stamp
+from contracts import Notice, Sink, TurnRequest, short_hash, subject_token
 from state.holds import task_status
 
 log = logging.getLogger(__name__)
@@ -20,51 +25,150 @@ class HeartbeatActor(Actor):
     name = "heartbeat"
 
     async def on_start(self) -> None:
-        from croniter import croniter
-
-        now = time.time()
+        self.jobs: dict[str, Job] = {}
         self.next_fire: dict[str, float] = {}
-        for task in self.settings.agent.scheduled_tasks:
-            if task.enabled:
-                self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
+        self.last: dict[str, dict[str, Any]] = {}
+        self._stamp: tuple[float, ...] | None = None
+        self._told: set[str] = set()  # problems already reported to the owner
+        self._published = b""
+        for key in await self.bus.kv_keys(self.subjects.kv_state, "sched."):
+            raw = await self.bus.kv_get(self.subjects.kv_state, key)
+            if raw:
+                with contextlib.suppress(msgspec.DecodeError):
+                    record = msgspec.json.decode(raw)
+                    if isinstance(record, dict) and record.get("name"):
+                        self.last[str(record["name"])] = record
+        await self._reload()
         self.spawn(self._loop(), "tick")
 
     def health_info(self) -> dict[str, Any]:
         return {"tasks": {k: round(v) for k, v in getattr(self, "next_fire", {}).items()}}
 
     async def _loop(self) -> None:
-        interval = self.settings.agent.heartbeat.interval_secs
         while True:
+            interval = self.settings.agent.heartbeat.interval_secs
             self.alive("tick", every=interval)
+            await self._reload()
             await self._fire_due()
+            await self._publish_schedule()
             await self._write_health()
             await self._write_identity()
-            # Wake for the next due task even when the tick interval is long.
+            # Wake for the next due job even when the tick interval is long.
             wait = interval
             if self.next_fire:
                 wait = max(0.2, min(interval, min(self.next_fire.values()) - time.time()))
             await asyncio.sleep(wait)
 
-    async def _fire_due(self) -> None:
-        from croniter import croniter
-
+    async def _reload(self) -> None:
+        """Pick up agent.toml and HEARTBEAT.md edits without a restart; a bad edit is reported
+        (key and line) and the previous schedule keeps running."""
+        stamp = sources_stamp(self.home)
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        settings, jobs, fatal, skipped = await asyncio.to_thread(load_jobs, self.settings)
+        for problem in fatal + skipped:
+            log.error("schedule: %s", problem)
+            suffix = (" The previous schedule keeps running until it is fixed." if fatal
+                      else "")
+            await self._tell_owner(f"{problem}.{suffix}".replace("..", "."))
+        if settings is None:
+            return
+        self.settings = settings
         now = time.time()
-        for task in self.settings.agent.scheduled_tasks:
-            due = self.next_fire.get(task.name)
-            if due is None or due > now:
+        fresh = {job.name: job for job in jobs}
+        for name, job in fresh.items():
+            if self.jobs.get(name) != job or name not in self.next_fire:
+                last = float(self.last.get(name, {}).get("last") or 0.0)
+                nxt = job.when.next_after(now, last, salt=name)
+                if nxt is None:
+                    self.next_fire.pop(name, None)
+                else:
+                    self.next_fire[name] = nxt
+        for gone in set(self.next_fire) - set(fresh):
+            self.next_fire.pop(gone)
+        if set(fresh) != set(self.jobs):
+            log.info("schedule: %s", ", ".join(f"{j.name} ({j.describe()})"
+                                                for j in fresh.values()) or "nothing")
+        self.jobs = fresh
+
+    async def _tell_owner(self, text: str) -> None:
+        if text in self._told:
+            return
+        self._told.add(text)
+        try:
+            sink = Sink.parse(self.config.owner.sink)
+            notice = Notice(id=f"heartbeat:notice:{short_hash(text, 16)}", sink=sink,
+                            text=text, source="heartbeat")
+            await self.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+        except Exception as exc:  # noqa: BLE001 - the log line above already says it
+            log.warning("could not tell the owner: %s", exc)
+
+    async def _fire_due(self) -> None:
+        now = time.time()
+        for name, due in sorted(self.next_fire.items(), key=lambda kv: kv[1]):
+            job = self.jobs.get(name)
+            if due > now or job is None:
                 continue
-            if await self._disabled(task.name):
-                self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
-                continue
-            sink = Sink.parse(task.sink or self.config.owner.sink)
-            turn = TurnRequest(
-                id=f"task:{task.name}:{int(due)}", session=f"task:{task.name}",
-                principal="heartbeat", text=task.prompt or f"Run the scheduled task {task.name}.",
-                reply_to=sink, is_owner=True, origin="schedule",
-            )
-            await self.publish(self.subjects.inbound("schedule", subject_token(task.name)), turn)
-            log.info("fired scheduled task %s", task.name)
-            self.next_fire[task.name] = croniter(task.cron, now).get_next(float)
+            outcome = await self._fire(job, due)
+            await self._record(name, due, outcome)
+            nxt = job.when.next_after(now, due, salt=name)
+            if nxt is None:
+                self.next_fire.pop(name, None)
+            else:
+                self.next_fire[name] = nxt
+
+    async def _fire(self, job: Job, due: float) -> str:
+        if job.kind == "task" and await self._disabled(job.name):
+            return "skipped (disabled by the supervisor)"
+        from state import budget
+
+        spent = await budget.exhausted(self.bus, self.config.budget, f"task:{job.name}")
+        if spent:
+            # Not a failure: the task is not disabled for it, and fires again next time.
+            log.info("job %s skipped: %s", job.name, spent)
+            return "skipped (budget)"
+        return await self.fire(job, f"{int(due)}")
+
+    async def fire(self, job: Job, suffix: str) -> str:
+        """Publish the job's turn (its id makes a repeated fire a no-op)."""
+        sink = Sink.parse(job.sink or self.config.owner.sink)
+        text = job.prompt
+        if job.kind == "proactive":
+            upcoming = ", ".join(
+                f"{n} at {time.strftime('%H:%M', time.localtime(t))}"
+                for n, t in sorted(self.next_fire.items(), key=lambda kv: kv[1])[:5]
+                if n != job.name) or "none"
+            text = job.prompt.format(now=time.strftime("%Y-%m-%d %H:%M %Z"), upcoming=upcoming)
+        turn = TurnRequest(
+            id=f"task:{job.name}:{suffix}", session=f"task:{job.name}", principal="heartbeat",
+            text=text, reply_to=sink, is_owner=True, origin="schedule",
+        )
+        await self.publish(self.subjects.inbound("schedule", subject_token(job.name)), turn)
+        log.info("fired %s %s", job.kind, job.name)
+        return "fired"
+
+    async def _record(self, name: str, due: float, outcome: str) -> None:
+        record = {"name": name, "last": due, "outcome": outcome,
+                  "fires": int(self.last.get(name, {}).get("fires", 0)) + (outcome == "fired")}
+        self.last[name] = record
+        with contextlib.suppress(Exception):
+            await self.bus.kv_put(self.subjects.kv_state, f"sched.{subject_token(name)}",
+                                  msgspec.json.encode(record))
+
+    async def _publish_schedule(self) -> None:
+        """The schedule as `wintermute tasks` shows it (wm_state key `schedule`)."""
+        rows = [{"name": j.name, "kind": j.kind, "when": j.describe(), "prompt": j.prompt,
+                 "sink": j.sink or self.config.owner.sink,
+                 "next": self.next_fire.get(j.name), **{
+                     k: self.last.get(j.name, {}).get(k) for k in ("last", "outcome", "fires")}}
+                for j in self.jobs.values()]
+        doc = msgspec.json.encode({"enabled": self.settings.agent.heartbeat.enabled,
+                                   "jobs": rows})
+        if doc != self._published:
+            with contextlib.suppress(Exception):
+                await self.bus.kv_put(self.subjects.kv_state, "schedule", doc)
+                self._published = doc
 
     async def _disabled(self, name: str) -> bool:
         """The supervisor disabled this task after repeated failures (until the owner enables it)."""

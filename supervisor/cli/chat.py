@@ -11,6 +11,7 @@ import msgspec
 from bus import Bus, codec
 from contracts import Delivered, TerminalInput
 from contracts.config import Settings
+from kit.redact import credential_guard
 from supervisor.cli import progress
 from supervisor.cli.client import connect
 from supervisor.cli.watch import until_stopped
@@ -42,7 +43,16 @@ class ChatClient:
         await self.bus.nc.subscribe(subject, cb=on_msg)
 
     async def send(self, text: str) -> str:
+        """Publish a line as terminal input; a pasted credential never reaches the stream (it
+        would be stored there and in the event log): blocked here, or redacted in place."""
         msg = TerminalInput(id=uuid.uuid4().hex, chat=self.chat, text=text)
+        guard = credential_guard(text)
+        if guard.action == "block":
+            self.inbox.put_nowait(Delivered(id=f"{msg.id}:notice", chat=self.chat,
+                                            kind="notice", text=guard.text, ref=msg.id))
+            return msg.id
+        if guard.action == "redact":
+            msg = TerminalInput(id=msg.id, chat=self.chat, text=guard.text)
         await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
         return msg.id
 

@@ -30,12 +30,15 @@ def main() -> None:
 
 
 @main.command()
-def init() -> None:
+@click.option("--seed", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="A folder with AGENTS.md, USER.md, HEARTBEAT.md or agent.toml to start from "
+                   "(a file the agent changed since is kept).")
+def init(seed: Path | None) -> None:
     """Create WINTERMUTE_HOME with config, templates and folders (idempotent)."""
     from supervisor.process.home import init_home
 
     home = _home()
-    created = init_home(home)
+    created = init_home(home, seed)
     click.echo(f"{home}: " + (f"created {', '.join(created)}" if created else "already set up"))
 
 
@@ -161,9 +164,28 @@ def tools_release(name: str) -> None:
     click.echo(asyncio.run(release(_settings(), name)))
 
 
-@main.group()
-def tasks() -> None:
-    """Scheduled tasks the supervisor disabled after repeated failures."""
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def tasks(ctx: click.Context, as_json: bool) -> None:
+    """Scheduled tasks, cadences and proactive checks: next fire, last outcome, tokens spent."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from supervisor.cli.tasks import gather_tasks, render_tasks
+
+    view = asyncio.run(gather_tasks(_settings()))
+    click.echo(json.dumps(view, indent=2) if as_json else render_tasks(view))
+
+
+@tasks.command("run")
+@click.argument("name")
+def tasks_run(name: str) -> None:
+    """Fire the scheduled job NAME now (its answer goes to its sink)."""
+    from supervisor.cli.tasks import run_task
+
+    done, text = asyncio.run(run_task(_settings(), name))
+    click.echo(text, err=not done)
+    sys.exit(0 if done else 1)
 
 
 @tasks.command("enable")
@@ -182,6 +204,15 @@ def actor(name: str) -> None:
     from actors.runtime import run_actor
 
     asyncio.run(run_actor(name, _settings()))
+
+
+@main.command()
+@click.argument("name")
+def probe(name: str) -> None:
+    """Exit 0 if the actor NAME on this machine or pod is alive (liveness/readiness probe)."""
+    from supervisor.probe import main as probe_main
+
+    sys.exit(probe_main([name]))
 
 
 @main.command()

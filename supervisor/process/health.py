@@ -15,6 +15,7 @@ import msgspec
 from bus import Bus
 from contracts import Health
 from contracts.config import SupervisorConfig
+from contracts.liveness import stale_reason
 from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
@@ -89,14 +90,7 @@ class HealthView:
 
     def stale_reason(self, h: Health, now: float) -> str:
         """Why this record shows a stuck actor, or "" (limits stretched on a busy machine)."""
-        stale = self.cfg.stale_after_secs * self.stretch
-        floor = self.bus_back_at
-        if now - max(h.ts, floor) > stale:
-            return f"it has not reported health for {now - h.ts:.0f}s"
-        for loop, ts in h.loops.items():
-            if now - max(ts, floor) > stale + h.periods.get(loop, 0.0):
-                return f"its {loop} loop made no progress for {now - ts:.0f}s"
-        return ""
+        return stale_reason(h, now, self.cfg.stale_after_secs * self.stretch, self.bus_back_at)
 
     def hung_reason(self, name: str, pid: int | None, started: float, now: float) -> str:
         """Why the process `pid` of `name` counts as hung, or "" (also "" while NATS is away)."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -85,10 +88,66 @@ DIRS = ("docs", "scripts", "workspace", "workspace/inbox", "workspace/outputs", 
         "backups")
 
 
-def init_home(home: Path) -> list[str]:
-    """Create missing files and folders; returns what was created."""
-    created: list[str] = []
+#: Files a deployment may provide (Helm values, `init --seed DIR`): prompt files and agent.toml.
+SEEDABLE = ("AGENTS.md", "USER.md", "HEARTBEAT.md", "agent.toml")
+
+
+def init_home(home: Path, seed: Path | None = None) -> list[str]:
+    """Create missing files and folders; returns what was created. Safe to run from several
+    processes at once on a shared volume (Kubernetes init containers): one at a time."""
     home.mkdir(parents=True, exist_ok=True)
+    with open(home / ".init.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            created = apply_seed(home, seed) if seed is not None else []
+            return created + _init_locked(home)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def apply_seed(home: Path, seed: Path) -> list[str]:
+    """Copy the deployment's prompt files and agent.toml into the home.
+
+    The rule: a seed file is written when the home has no such file, or when the home's file is
+    still exactly what the last seed (or the built-in template) put there. Once the agent or the
+    owner changed a file, a new seed never overwrites it (it is reported as kept); delete the
+    file to take the seed again. What was seeded is remembered in data/seeded.json.
+    """
+    record_path = home / "data" / "seeded.json"
+    try:
+        record: dict[str, str] = json.loads(record_path.read_text())  # a local file, not KV
+    except (OSError, ValueError):
+        record = {}
+    templates = {"AGENTS.md": AGENTS_MD, "USER.md": USER_MD, "agent.toml": AGENT_TOML}
+    done: list[str] = []
+    for name in SEEDABLE:
+        source = seed / name
+        if not source.is_file():
+            continue
+        text = source.read_text()
+        target = home / name
+        current = target.read_text() if target.exists() else None
+        pristine = current is None or _digest(current) in {
+            record.get(name), _digest(templates.get(name, "\0"))}
+        if current == text:
+            record[name] = _digest(text)
+        elif pristine:
+            target.write_text(text)
+            record[name] = _digest(text)
+            done.append(f"{name} (seeded)")
+        else:
+            done.append(f"{name} (kept: changed since it was seeded)")
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    record_path.write_text(json.dumps(record, indent=2, sort_keys=True))
+    return done
+
+
+def _init_locked(home: Path) -> list[str]:
+    created: list[str] = []
     for d in DIRS:
         path = home / d
         if not path.exists():

@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import signal
+import sys
 from pathlib import Path
 
 from bus import Bus
@@ -79,7 +80,15 @@ async def run_up(
     bus = Bus(url, cfg.prefix, name="wintermute-supervisor")
     sup: Supervisor | None = None
     try:
-        await bus.connect(timeout=30, credentials=cfg.credentials, user=user, password=password)
+        try:
+            await bus.connect(timeout=30, credentials=cfg.credentials, user=user,
+                              password=password)
+        except ConnectionError as exc:
+            who = f" as the NATS user {user}" if user else ""
+            print(f"The supervisor could not connect{who}: {exc}. Check the NATS URL and the "
+                  "credentials (nats.user/nats.password, nats.credentials or WM__NATS__*).",
+                  file=sys.stderr, flush=True)
+            return 1
         await provision_all(bus, durables)  # actors with their own users may only look
         sup = Supervisor(settings, bus, url, spawn=spawn, nats=server,
                          runtime_file=runtime_path(home),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import contextvars
+import weakref
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from actors.runtime import ActorProcess, actor_class
@@ -12,6 +14,28 @@ from bus import Bus
 from contracts import Delivered
 from contracts.config import Settings
 from supervisor.cli.chat import ChatClient
+
+#: The in-process actor whose code is running; every task an actor creates inherits it.
+_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar("wm_test_owner", default=None)
+_TASKS: dict[str, weakref.WeakSet[asyncio.Task[Any]]] = {}
+
+
+def _track_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    """Record every task with the actor that created it, so a simulated kill -9 can stop all
+    of them (fetch loops, health reporter, adapters' pollers) without knowing their names."""
+    if getattr(loop, "_wm_tracked", False):
+        return
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any],
+                **kwargs: Any) -> asyncio.Task[Any]:
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        owner = _OWNER.get()
+        if owner is not None:
+            _TASKS.setdefault(owner, weakref.WeakSet()).add(task)
+        return task
+
+    loop.set_task_factory(factory)  # type: ignore[arg-type]
+    loop._wm_tracked = True  # type: ignore[attr-defined]
 
 
 class Running:
@@ -26,7 +50,10 @@ class Running:
         bus = await Bus(cfg.url, cfg.prefix, name=name).connect()
         await bus.provision()
         proc = ActorProcess(actor_class(name)(self.settings, bus))
-        task = asyncio.create_task(proc.run(), name=f"actor:{name}")
+        _track_tasks(asyncio.get_running_loop())
+        ctx = contextvars.copy_context()
+        ctx.run(_OWNER.set, f"{name}@{id(proc)}")
+        task = asyncio.create_task(proc.run(), name=f"actor:{name}", context=ctx)
         self.procs[name] = (proc, task, bus)
         return proc
 
@@ -38,13 +65,13 @@ class Running:
         await bus.close()
 
     async def crash(self, name: str) -> None:
-        """Like kill -9: no graceful stop, nothing acked, connection dropped."""
+        """Like kill -9: every task the actor started stops at once, nothing is cleaned up or
+        acked, and its connection drops."""
         proc, task, bus = self.procs.pop(name)
-        task.cancel()
-        for consumer in proc.consumers:
-            for t in list(consumer._tasks):
-                t.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        victims = [task, *_TASKS.pop(f"{name}@{id(proc)}", ())]
+        for t in victims:
+            t.cancel()
+        await asyncio.gather(*victims, return_exceptions=True)
         await bus.nc.close()
 
     async def stop_all(self) -> None:

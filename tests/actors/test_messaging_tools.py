@@ -36,10 +36,10 @@ async def test_send_message_delivers_text_and_files_to_the_session_chat(
     (ws / "report.txt").write_text("all good\n")
     (ws / "leak.txt").write_text(f"password is {SECRET}\n")
     async with actors(settings, *ALL), chat(settings) as c:
-        final = await c.ask(tool_call("send_message", text=f"progress 50% {SECRET}",
+        final = await c.ask(tool_call("send_message", text="progress 50%",
                                       files=["report.txt"]))
         sent = await c.next(("reply",))
-        assert sent.text == "progress 50% [REDACTED]\n[file: report.txt]"
+        assert sent.text == "progress 50%\n[file: report.txt]"
         assert "Sent to terminal:owner with report.txt (document)." in final
         leak = await c.ask(tool_call("send_message", text="here", files=["leak.txt"]))
         outside = await c.ask(tool_call("send_message", text="here", files=["../.env"]))
@@ -47,15 +47,31 @@ async def test_send_message_delivers_text_and_files_to_the_session_chat(
     assert not c.backlog  # neither was sent
 
 
-async def test_send_message_to_an_explicit_sink_is_for_the_owner_only(
+async def test_a_secret_in_a_message_waits_for_the_owner(settings: Settings) -> None:
+    """The outbound gate: a known secret value in a tool's arguments holds the call."""
+    async with actors(settings, *ALL), chat(settings) as c:
+        held = await c.ask(tool_call("send_message", text=f"the key is {SECRET}"))
+        assert "Waiting for the owner's approval" in held
+        prompt = await c.next(("approval",))
+        assert "carry a secret" in prompt.text and SECRET not in prompt.text
+        await c.say(f"/deny {prompt.ref}")
+        await c.next(("reply",))  # the turn that tells the model the owner said no
+    assert not [d for d in c.backlog if "the key is" in d.text]
+
+
+async def test_send_message_to_another_chat_needs_the_owner_and_is_owner_only(
     settings: Settings,
 ) -> None:
     async with actors(settings, *ALL), chat(settings) as owner, \
             chat(settings, "reports") as reports, chat(settings, "guest") as guest:
-        done = await owner.ask(tool_call("send_message", text="weekly report",
+        held = await owner.ask(tool_call("send_message", text="weekly report",
                                          sink="terminal:reports"))
+        assert "Waiting for the owner's approval" in held and not reports.backlog
+        prompt = await owner.next(("approval",))
+        assert "another chat (terminal:reports)" in prompt.text
+        await owner.say(f"/approve {prompt.ref}")
         got = await reports.next(("reply",))
-        assert got.text == "weekly report" and "Sent to terminal:reports" in done
+        assert got.text == "weekly report"
         refused = await guest.ask(tool_call("send_message", text="spam",
                                             sink="terminal:reports"))
         own = await guest.ask(tool_call("send_message", text="note to self"))
@@ -69,13 +85,13 @@ async def test_escalate_asks_the_oracle_and_returns_its_answer(
 ) -> None:
     async with actors(settings, *ALL), chat(settings) as c:
         reply = await c.ask(tool_call("escalate", question="why does the cache miss?",
-                                      context=f"tried warming it; key {SECRET}"))
+                                      context="tried warming it; key sk-live-123"))
     assert reply.startswith("Tool said: The oracle (openai/oracle-model) answered:")
     assert "echo: why does the cache miss?" in reply and "tried warming it" in reply
     oracle = [r for r in fake.requests if r.get("model") == "oracle-model"]
     assert len(oracle) == 1 and not oracle[0].get("tools")
     assert oracle[0]["messages"][0]["content"] == ORACLE_SYSTEM
-    assert SECRET not in json.dumps(oracle) and "[REDACTED]" in json.dumps(oracle)
+    assert "tried warming it; key sk-live-123" in json.dumps(oracle)
 
 
 async def test_escalate_without_an_oracle_says_how_to_configure_one(

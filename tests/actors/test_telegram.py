@@ -8,6 +8,7 @@ sent HTML like Telegram. Whole turns add the other actors and the scripted OpenA
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 from collections.abc import Callable
@@ -85,21 +86,7 @@ async def confirmed(tg: FakeTelegram, update_id: int) -> None:
 
 async def kill(running: Running, name: str = "channel") -> None:
     """Like kill -9 of the actor: every task of it stops at once, nothing is cleaned up."""
-    proc, task, bus = running.procs.pop(name)
-    victims = [task, *proc.actor._background]
-    victims += [t for c in proc.consumers for t in c._tasks]
-    for t in asyncio.all_tasks():  # its fetch loops and health reporter, found by their owner
-        frame = getattr(t.get_coro(), "cr_frame", None)
-        owner = frame.f_locals.get("self") if frame is not None else None
-        if owner is proc or any(owner is c for c in proc.consumers):
-            victims.append(t)
-    adapter = getattr(proc.actor, "adapters", {}).get("telegram")
-    if adapter is not None:
-        victims += list(adapter.typing.tasks.values())
-    for t in victims:
-        t.cancel()
-    await asyncio.gather(*victims, return_exceptions=True)
-    await bus.nc.close()
+    await running.crash(name)
 
 
 async def publish(bus: Bus, msg: Reply | ApprovalPrompt | Notice) -> None:
@@ -275,7 +262,12 @@ async def test_files_named_in_a_reply_are_sent_from_the_workspace(
     settings = tg_settings(settings_for, tg)
     (settings.home / "workspace" / "outputs" / "report.txt").write_text("the numbers\n")
     (settings.home / ".env").write_text("SOME_PASSWORD=hunter22hunter22\n")
-    text = "Here it is: [file: outputs/report.txt]\n[file: ../.env]"
+    # A workspace file holding a .env value (base64-encoded, too) passes no channel either.
+    (settings.home / "workspace" / "outputs" / "dump.txt").write_text("pw=hunter22hunter22\n")
+    (settings.home / "workspace" / "outputs" / "dump.b64").write_text(
+        base64.b64encode(b"user: me\npassword: hunter22hunter22\n").decode())
+    text = ("Here it is: [file: outputs/report.txt]\n[file: ../.env]\n[file: outputs/dump.txt]"
+            "\n[file: outputs/dump.b64]")
     async with actors(settings, "channel"):
         await publish(bus, Reply(id="r-files", session="s", turn_id="t", sink=sink(), text=text))
         sent = await tg.wait_for(lambda: len(tg.messages_to(OWNER)) >= 3 and tg.messages_to(OWNER))
@@ -283,6 +275,9 @@ async def test_files_named_in_a_reply_are_sent_from_the_workspace(
     assert sent[1]["document"]["data"] == b"the numbers\n"
     assert sent[1]["document"]["file_name"] == "report.txt"
     assert "Could not attach ../.env" in sent[2]["text"]
+    assert "Could not attach outputs/dump.txt" in sent[2]["text"]
+    assert "Could not attach outputs/dump.b64" in sent[2]["text"]
+    assert len(sent) == 3
     assert b"hunter22" not in b"".join(c.files.get("document", b"") for c in tg.calls)
 
 

@@ -95,36 +95,59 @@ def fake_openai() -> Iterator[str]:
     proc.wait(10)
 
 
-@pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator[dict[str, Any]]:
-    home = tmp_path_factory.mktemp("e2e-home")
+def start_up(home: Path, fake_openai: str) -> dict[str, Any]:
+    """`wintermute up` in its own process group on a fresh home, with the fake model."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("WM__", "OPENAI_", "ANTHROPIC_", "OLLAMA_"))}
     env.update({
         "WINTERMUTE_HOME": str(home), "OPENAI_BASE_URL": fake_openai,
         "WM__MODELS__DEFAULT": "openai/test-model", "PYTHONUNBUFFERED": "1",
     })
-    log = (home.parent / "up.log").open("w")
+    log = (home.parent / f"{home.name}-up.log").open("w")
     started = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-m", "supervisor.cli.main", "up"], env=env, cwd=ROOT, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
-    yield {"env": env, "proc": proc, "home": home, "started": started}
+    return {"env": env, "proc": proc, "home": home, "started": started}
+
+
+def stop_up(inst: dict[str, Any]) -> None:
+    proc = inst["proc"]
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
 
 
-def test_all_eight_actors_healthy_within_30s(up: dict[str, Any]) -> None:
+def all_healthy(env: dict[str, str]) -> dict[str, Any] | None:
+    """The status when all eight actors report healthy with a pid, else None."""
+    if not (Path(env["WINTERMUTE_HOME"]) / "data" / "runtime.json").exists():
+        return None
+    out = wm(env, "status", "--json")
+    if out.returncode != 0:
+        return None
+    st: dict[str, Any] = json.loads(out.stdout)
+    ok = len(st["actors"]) == 8 and all(a["healthy"] and a["pid"] for a in st["actors"])
+    return st if ok else None
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory, fake_openai: str) -> Iterator[dict[str, Any]]:
+    """One instance shared by the tests of this module; every test may run first or alone, so
+    the fixture hands it over only once all actors are healthy."""
+    inst = start_up(tmp_path_factory.mktemp("e2e-home"), fake_openai)
+    try:
+        inst["healthy_after"] = None
+        st = wait_for(lambda: all_healthy(inst["env"]), 120)
+        inst["healthy_after"] = time.monotonic() - inst["started"]
+        inst["first_status"] = st
+        yield inst
+    finally:
+        stop_up(inst)
+
+
+def test_all_eight_actors_healthy(up: dict[str, Any]) -> None:
     env = up["env"]
-    wait_for(lambda: (Path(env["WINTERMUTE_HOME"]) / "data" / "runtime.json").exists(), 20)
-
-    def healthy() -> dict[str, Any] | None:
-        st = status(env)
-        ok = len(st["actors"]) == 8 and all(a["healthy"] and a["pid"] for a in st["actors"])
-        return st if ok else None
-
-    st = wait_for(healthy, 30 - (time.monotonic() - up["started"]) + 5)
+    st = up["first_status"]
     assert {a["name"] for a in st["actors"]} == set(ACTORS)
     assert st["nats"]["pid"] and st["nats"]["url"].startswith("nats://127.0.0.1:")
     assert set(st["streams"]) == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ"}
@@ -136,7 +159,6 @@ def test_the_embedded_server_takes_only_its_own_users(up: dict[str, Any]) -> Non
     import nats
 
     folder = up["home"] / "data" / "nats"
-    wait_for(lambda: (up["home"] / "data" / "runtime.json").exists(), 20)
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     for name in ("users.json", "server.json"):
         assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
@@ -266,9 +288,19 @@ def test_garbage_on_every_inbox_is_dead_lettered_and_nobody_dies(up: dict[str, A
     assert out.stdout.strip() == "echo: still alive?"
 
 
-def test_sigterm_stops_every_process_within_15s(up: dict[str, Any]) -> None:
-    env = up["env"]
-    st = status(env)
+def test_sigterm_stops_every_process_within_15s(
+    tmp_path_factory: pytest.TempPathFactory, fake_openai: str,
+) -> None:
+    # Its own instance: stopping the shared one would break whichever test runs after it.
+    up = start_up(tmp_path_factory.mktemp("e2e-sigterm"), fake_openai)
+    try:
+        st = wait_for(lambda: all_healthy(up["env"]), 120)
+        _sigterm_and_check(up, st)
+    finally:
+        stop_up(up)
+
+
+def _sigterm_and_check(up: dict[str, Any], st: dict[str, Any]) -> None:
     pids = [a["pid"] for a in st["actors"] if a["pid"]] + [st["nats"]["pid"]]
     proc = up["proc"]
     started = time.monotonic()

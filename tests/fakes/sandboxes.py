@@ -135,7 +135,9 @@ class PodmanService:
             reader, writer = await asyncio.open_unix_connection(str(self.socket))
         except OSError:
             return False
-        writer.write(b"GET /_ping HTTP/1.0\r\n\r\n")
+        # /version, not /_ping: podman answers the ping before its store is ready, and the
+        # executor's first call (version) then took over its probe's deadline on a busy machine.
+        writer.write(b"GET /version HTTP/1.0\r\n\r\n")
         data = await reader.read()
         writer.close()
         return b" 200 " in data.split(b"\r\n", 1)[0] + b" "

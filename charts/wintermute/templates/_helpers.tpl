@@ -47,7 +47,11 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- if .Values.nats.enabled -}}
 {{- printf "nats://%s-nats:4222" (include "wintermute.fullname" .) -}}
 {{- else -}}
-{{- required "nats.url is required when nats.enabled=false (e.g. nats://nats.example:4222)" .Values.nats.url -}}
+{{- $url := required "nats.url is required when nats.enabled=false (e.g. nats://nats.example:4222)" .Values.nats.url -}}
+{{- if contains "@" $url -}}
+{{- fail "nats.url must not carry credentials (they would sit in plaintext in every Deployment): put them in a Secret and name it in nats.auth.existingSecret" -}}
+{{- end -}}
+{{- $url -}}
 {{- end -}}
 {{- end -}}
 
@@ -129,3 +133,70 @@ Telegram ids as 1.23456789e+08), so this renderer prints whole numbers as intege
 # The NATS URL comes from WM__NATS__URL in each pod.
 {{- include "wintermute.toml.table" (dict "path" "" "table" .Values.config) }}
 {{ end -}}
+
+{{/* NATS users and their passwords -------------------------------------------------------- */}}
+
+{{/* Every NATS user of the bundled server: one per actor, the supervisor and the CLI. */}}
+{{- define "wintermute.natsUsers" -}}
+{{- toJson (list "channel" "planner" "llm" "executor" "memory" "approval" "observer" "heartbeat" "cli" "supervisor") -}}
+{{- end -}}
+
+{{- define "wintermute.natsPasswordKey" -}}
+{{- printf "WM_NATS_PW_%s" (upper .) -}}
+{{- end -}}
+
+{{- define "wintermute.natsAuthSecretName" -}}
+{{- default (printf "%s-nats-auth" (include "wintermute.fullname" .)) .Values.nats.auth.existingSecret -}}
+{{- end -}}
+
+{{/* nats.conf of the bundled server: JetStream with a store cap, lame duck, and the users and
+permissions rendered from the code's permission table (files/nats-auth.conf). */}}
+{{- define "wintermute.natsConf" -}}
+{{- $prefix := dig "nats" "prefix" "wm" .Values.config -}}
+{{- if ne $prefix "wm" -}}
+{{- fail "config.nats.prefix must be \"wm\" with the bundled NATS (its users and permissions are rendered for that prefix)" -}}
+{{- end -}}
+port: 4222
+http_port: 8222
+server_name: $POD_NAME
+pid_file: "/data/nats-server.pid"
+max_payload: 1MB
+lame_duck_duration: "{{ .Values.nats.lameDuckSeconds }}s"
+lame_duck_grace_period: "10s"
+jetstream {
+  store_dir: "/data"
+  max_memory_store: {{ .Values.nats.jetstream.maxMemoryStore }}
+  max_file_store: {{ .Values.nats.jetstream.maxFileStore }}
+}
+{{ .Files.Get "files/nats-auth.conf" }}
+{{- end -}}
+
+{{/* How a wintermute container logs in to NATS: call with (dict "root" $ "user" "planner"). */}}
+{{- define "wintermute.natsLogin" -}}
+{{- $v := .root.Values.nats -}}
+{{- if $v.enabled -}}
+- name: WM__NATS__USER
+  value: {{ .user | quote }}
+- name: WM__NATS__PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "wintermute.natsAuthSecretName" .root }}
+      key: {{ include "wintermute.natsPasswordKey" .user }}
+{{- else if $v.auth.existingSecret -}}
+{{- if eq $v.auth.type "creds" }}
+- name: WM__NATS__CREDENTIALS
+  value: /etc/wintermute/nats/nats.creds
+{{- else }}
+- name: WM__NATS__USER
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.auth.existingSecret }}
+      key: user
+- name: WM__NATS__PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $v.auth.existingSecret }}
+      key: password
+{{- end }}
+{{- end -}}
+{{- end -}}

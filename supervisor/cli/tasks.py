@@ -1,0 +1,85 @@
+"""`wintermute tasks [--json]` and `wintermute tasks run NAME`: the heartbeat's schedule.
+
+The heartbeat publishes its schedule (every job with its next fire time and last outcome) to
+the `wm_state` key `schedule`; Flatline's holds say which tasks it disabled; the budget
+counters say what each task's session spent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from bus import Bus
+from contracts import Sink, TurnRequest, subject_token
+from contracts.config import Settings
+from state import budget
+from state.holds import disabled_tasks
+from supervisor.cli.client import connect
+
+
+async def _schedule(bus: Bus) -> dict[str, Any]:
+    raw = await bus.kv_get(bus.subjects.kv_state, "schedule")
+    doc = json.loads(raw) if raw else {}  # a KV value written by the heartbeat
+    return doc if isinstance(doc, dict) else {}
+
+
+async def gather_tasks(settings: Settings) -> dict[str, Any]:
+    bus = await connect(settings, "tasks")
+    try:
+        doc = await _schedule(bus)
+        disabled = await disabled_tasks(bus)
+        jobs = []
+        for job in doc.get("jobs") or []:
+            name = str(job.get("name"))
+            spent = await budget.used(bus, budget.session_key(f"task:{name}"))
+            hold = disabled.get(name)
+            jobs.append({**{k: v for k, v in job.items() if k != "prompt"}, "tokens": spent,
+                         "disabled": bool(hold),
+                         "disabled_reason": (hold or {}).get("reason", "")})
+        return {"running": bool(doc), "enabled": doc.get("enabled", True), "jobs": jobs}
+    finally:
+        await bus.close()
+
+
+def _when(ts: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(float(ts))) if ts else "-"
+
+
+def render_tasks(view: dict[str, Any]) -> str:
+    if not view["running"]:
+        return "The heartbeat has not published a schedule (is `wintermute up` running?)."
+    if not view["enabled"]:
+        return "The heartbeat is off (heartbeat.enabled = false in agent.toml): nothing fires."
+    if not view["jobs"]:
+        return ("Nothing is scheduled. Add [[scheduled_tasks]] to agent.toml or sections to "
+                "HEARTBEAT.md; the heartbeat picks them up without a restart.")
+    lines = [f"{'name':24} {'kind':9} {'schedule':24} {'next':16} {'last':16} {'tokens':>8}  outcome"]
+    for j in view["jobs"]:
+        outcome = "disabled: " + j["disabled_reason"] if j["disabled"] else (j.get("outcome") or "-")
+        lines.append(f"{j['name'][:24]:24} {j['kind']:9} {j['when'][:24]:24} {_when(j.get('next')):16} "
+                     f"{_when(j.get('last')):16} {j['tokens']:>8}  {outcome}")
+    return "\n".join(lines)
+
+
+async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
+    """Fire one job now, as the heartbeat would; (done, sentence)."""
+    bus = await connect(settings, "tasks-run")
+    try:
+        jobs = {str(j.get("name")): j for j in (await _schedule(bus)).get("jobs") or []}
+        job = jobs.get(name)
+        if job is None:
+            known = ", ".join(sorted(jobs)) or "none"
+            return False, f"There is no scheduled job {name!r} (known: {known})."
+        text = str(job.get("prompt") or f"Run the scheduled task {name}.")
+        text = text.replace("{now}", time.strftime("%Y-%m-%d %H:%M %Z")).replace(
+            "{upcoming}", "see `wintermute tasks`")
+        turn = TurnRequest(
+            id=f"task:{name}:manual-{time.time_ns()}", session=f"task:{name}",
+            principal="heartbeat", text=text, reply_to=Sink.parse(str(job["sink"])),
+            is_owner=True, origin="schedule")
+        await bus.publish(bus.subjects.inbound("schedule", subject_token(name)), turn)
+        return True, f"Fired {name} now; its answer goes to {job['sink']}."
+    finally:
+        await bus.close()
