@@ -88,14 +88,21 @@ class EmbeddedNats:
         assert self.proc.stdout is not None
         logfile = self.log_path.open("ab") if self.log_path else None
         deadline = asyncio.get_running_loop().time() + timeout
+        last = b""  # its last words, the cause when it fails to start
         try:
             while True:
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
-                    raise TimeoutError("nats-server did not start listening in time")
-                line = await asyncio.wait_for(self.proc.stdout.readline(), remaining)
+                    raise TimeoutError(f"nats-server did not start listening within {timeout:g} s"
+                                       f"{_said(last)}")
+                try:
+                    line = await asyncio.wait_for(self.proc.stdout.readline(), remaining)
+                except TimeoutError:
+                    continue  # the deadline check above says it, with the last line
                 if not line:
-                    raise RuntimeError(f"nats-server exited early (code {await self.proc.wait()})")
+                    raise RuntimeError(f"nats-server exited early (code {await self.proc.wait()})"
+                                       f"{_said(last)}")
+                last = line
                 if logfile:
                     logfile.write(line)
                 match = _LISTEN.search(line)
@@ -171,6 +178,13 @@ class EmbeddedNats:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
             await self.proc.wait()
+
+
+def _said(line: bytes) -> str:
+    """": <the server's last log line>" (without its timestamp), or "" when it said nothing."""
+    text = line.decode("utf-8", "replace").strip()
+    text = re.sub(r"^\[\d+\] [\d/]+ [\d:.]+ \[\w+\] ", "", text)  # "[pid] date time [ERR] "
+    return f": {text}" if text else ""
 
 
 def exit_sentence(reason: str) -> str:
