@@ -236,6 +236,7 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a dozen CLI processes; on a loaded 2-core machine each takes seconds
 def test_the_readme_walkthrough_against_a_real_up(tmp_path: Path, model_server: str) -> None:
     env = fresh_env(tmp_path / "home", model_server)
     args = quick_start_command()
@@ -251,6 +252,11 @@ def test_the_readme_walkthrough_against_a_real_up(tmp_path: Path, model_server: 
         chat.wait_for(r"echo: hello from the readme", 240)
         assert re.search(r"starting: (\d of 8 actors ready|waiting for the supervisor)", chat.text)
         chat.wait_for(r"ready: all 8 actors are up", 240)
+        # A long turn: the terminal says the agent is still at it (the model takes 7 s).
+        up.stdin.write(b"slow:7\n")
+        up.stdin.flush()
+        chat.wait_for(r"still thinking… \(\d+ s\)", 60)
+        chat.wait_for(r"slept 7", 120)
 
         # tap, with the README's two kinds of FILTER.
         subject, type_prefix = readme_tap_filters()

@@ -34,6 +34,7 @@ def hogs() -> Iterator[list[subprocess.Popen[bytes]]]:
         proc.wait()
 
 
+@pytest.mark.timeout(HOG_SECS + 300)
 def test_up_on_a_busy_machine_shows_progress_answers_and_kills_nobody(
     tmp_path: Path, model_server: str, hogs: list[subprocess.Popen[bytes]]
 ) -> None:
