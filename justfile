@@ -37,3 +37,7 @@ chaos *ARGS: install
 # build the runtime image from a Debian root filesystem (no registry needed), then check it runs
 image:
     images/build-offline.sh
+
+# the Helm stand-in node test with every wintermute container in the image built by `just image`
+image-node:
+    WM_NODE_IMAGE=localhost/wintermute:0.1.0 {{venv}}/bin/pytest -m slow tests/e2e/test_chart_node.py -v

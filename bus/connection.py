@@ -19,7 +19,7 @@ from nats.js.kv import KeyValue
 from bus import tracing
 from bus.codec import encode
 from bus.subjects import BucketSpec, StreamSpec, Subjects
-from contracts import Msg
+from contracts import Msg, TurnRequest
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +235,15 @@ class Bus:
 
         Returns False when JetStream reports the message as a duplicate.
         """
-        hdrs = {"Nats-Msg-Id": msg.id, "traceparent": tracing.outgoing()}
+        if isinstance(msg, TurnRequest) and msg.origin == "user":
+            # A user's turn enters here (the channel): its root span starts the turn's trace.
+            with tracing.turn_root(f"turn {msg.reply_to.channel}", **{
+                    "wintermute.session": msg.session, "wintermute.turn_id": msg.id,
+                    "messaging.destination.name": subject}):
+                traceparent = tracing.current()
+        else:
+            traceparent = tracing.outgoing()
+        hdrs = {"Nats-Msg-Id": msg.id, "traceparent": traceparent}
         if headers:
             hdrs.update(headers)
         data = encode(msg)
@@ -252,6 +260,25 @@ class Bus:
                 last = exc
                 await asyncio.sleep(min(0.2 * 2**attempt, 3.0))
         raise PublishError(f"JetStream did not accept {subject}: {last}")
+
+    async def publish_raw(self, subject: str, data: bytes, *,
+                          headers: dict[str, str] | None = None) -> int:
+        """Store bytes as they are (a restore of exported history); the stream sequence."""
+        ack = await self.js.publish(subject, data, headers=headers or None, timeout=10)
+        return int(ack.seq)
+
+    async def consumer_backlog(self, stream: str, durable: str) -> tuple[int, int]:
+        """(messages not yet delivered, delivered but not yet acked) of a durable consumer."""
+        info = await self.js.consumer_info(stream, durable)
+        return int(info.num_pending or 0), int(info.num_ack_pending or 0)
+
+    async def subscribe(self, subject: str, cb: Any) -> Any:
+        """A core subscription (live messages, at most once): taps, metrics, answers."""
+        return await self.nc.subscribe(subject, cb=cb)
+
+    async def stream_last_seq(self, stream: str) -> int:
+        """The last sequence of a stream (0 when it is empty)."""
+        return int((await self.js.stream_info(stream)).state.last_seq or 0)
 
     async def close(self) -> None:
         """Drain and close; safe to call twice, and quick when the server is already gone."""

@@ -85,13 +85,17 @@ def _same_consumer(have: api.ConsumerConfig, want: api.ConsumerConfig) -> bool:
     )
 
 
-async def ensure_consumer(bus: Bus, sub: Subscription) -> None:
+async def ensure_consumer(bus: Bus, sub: Subscription, start_after: int = 0) -> None:
     """Create or update the durable only when it is missing or different.
 
     Looking first means a process that may not create consumers (an actor with its own NATS
-    user: the supervisor provisions every durable) binds to what exists.
+    user: the supervisor provisions every durable) binds to what exists. `start_after`: a new
+    durable starts after that stream sequence (a restore: restored history is not work).
     """
     want = consumer_config(sub)
+    if start_after:
+        want.deliver_policy = api.DeliverPolicy.BY_START_SEQUENCE
+        want.opt_start_seq = start_after + 1
     try:
         have: api.ConsumerConfig | None = (
             await bus.js.consumer_info(sub.stream, sub.durable)).config
@@ -106,6 +110,15 @@ async def ensure_consumer(bus: Bus, sub: Subscription) -> None:
     except Exception as exc:  # noqa: BLE001 - refused: say what to do
         what = "create" if have is None else "update"
         raise provision_failed(f"{what} the consumer {sub.durable} on {sub.stream}", exc) from exc
+
+
+def semconv(subject: str, durable: str, msg_id: str, actor: str,
+            delivery: int) -> dict[str, str | int]:
+    """Messaging semantic-convention attributes of a handled message's span."""
+    return {"messaging.system": "nats", "messaging.operation.type": "process",
+            "messaging.destination.name": subject, "messaging.consumer.group.name": durable,
+            "messaging.message.id": msg_id, "wintermute.actor": actor,
+            "wintermute.delivery": delivery}
 
 
 @dataclass
@@ -225,6 +238,8 @@ class Consumer:
             with tracing.handling(
                 f"{self.actor} {raw.subject}", headers, subject=raw.subject,
                 seq=meta.sequence.stream, msg_id=headers.get("Nats-Msg-Id", ""),
+                **semconv(raw.subject, self.sub.durable, headers.get("Nats-Msg-Id", ""),
+                          self.actor, deliveries),
             ):
                 await self._decode_and_handle(raw, deliveries)
         finally:
@@ -242,6 +257,8 @@ class Consumer:
                 f"{self.sub.max_deliver} times"
             )
             return
+        tracing.annotate(**{f"wintermute.{k}": v for k in ("session", "turn_id")
+                            if isinstance(v := getattr(msg, k, None), str) and v})
         key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
         # in_progress from the moment of fetch: waiting behind the session lock counts too
         beat = asyncio.create_task(self._keep_alive(raw))
@@ -314,6 +331,7 @@ class Consumer:
                 await raw.in_progress()
 
     async def _dead_letter(self, raw: NatsMsg, reason: str) -> None:
+        tracing.failed(f"dead-lettered: {reason}")
         meta = raw.metadata
         letter = DeadLetter(
             id=f"dlq:{meta.stream}:{meta.sequence.stream}:{self.sub.durable}",

@@ -249,12 +249,26 @@ class SupervisorConfig(_Section):
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
+class BackupConfig(_Section):
+    """Scheduled `wintermute backup` runs by the supervisor (archives under backups/)."""
+
+    enabled: bool = True
+    cron: str = "0 3 * * *"  # local time
+    keep: int = 7  # archives kept; older ones are deleted
+    secrets: bool = True  # include .env (the archive is 0600 in a 0700 folder)
+
+
 class LoggingConfig(_Section):
     level: str = "info"
 
 
 class TelemetryConfig(_Section):
-    traces: str = "none"  # "file": OpenTelemetry spans to logs/traces.jsonl
+    # "file": OpenTelemetry spans to logs/traces.jsonl; "otlp": to the OTLP/HTTP endpoint of the
+    # standard OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT variables (set, they also turn "none" on).
+    traces: str = "none"
+    metrics: bool = True  # Prometheus /metrics served by the supervisor
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = 0  # 0: a free port (its URL is in `wintermute status`)
 
 
 class Config(_Section):
@@ -272,6 +286,7 @@ class Config(_Section):
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
+    backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
 
 
 class Personality(_Section):
@@ -462,10 +477,18 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.{key}[{index}]': {exc}"
             ) from exc
-    if config.telemetry.traces not in ("none", "file"):
-        raise ConfigError("config.toml: invalid value for 'telemetry.traces': 'none' or 'file'")
+    if config.telemetry.traces not in ("none", "file", "otlp"):
+        raise ConfigError(
+            "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    if config.backup.enabled:
+        from contracts.schedule import ScheduleError, check_cron
+
+        try:
+            check_cron(config.backup.cron)
+        except ScheduleError as exc:
+            raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_tasks(agent)
 
 

@@ -22,7 +22,16 @@ debootstrap --variant=minbase \
   || { tail -n 30 "$work/debootstrap.log"; exit 1; }
 tar -C "$work/rootfs" -c . | podman import - "$BASE" >/dev/null
 echo "base image $BASE from debootstrap in $(( $(date +%s) - started ))s"
-podman build -f images/Dockerfile --build-arg PYTHON_IMAGE="$BASE" -t "$TAG" .
+# The host's CA bundle for pip inside the build (a TLS-intercepting proxy's CA lives there).
+ca=()
+if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
+  ca=(--volume /etc/ssl/certs/ca-certificates.crt:/run/build-ca.crt:ro
+      --build-arg PIP_CERT=/run/build-ca.crt)
+fi
+podman build -f images/Dockerfile --build-arg PYTHON_IMAGE="$BASE" "${ca[@]}" -t "$TAG" .
 echo "built $TAG in $(( $(date +%s) - started ))s"
 podman image inspect "$TAG" --format 'size: {{.Size}} bytes'
-podman run --rm "$TAG" --help >/dev/null && echo "the image runs: wintermute --help ok"
+# Where podman cannot raise rlimits or use crun (this kind of sandboxed host), override
+# RUN_FLAGS; the defaults are what sandboxed build hosts need.
+read -r -a run_flags <<<"${RUN_FLAGS:---runtime runc --ulimit nofile=1024:1024 --ulimit nproc=1024:1024}"
+podman run --rm "${run_flags[@]}" "$TAG" --help >/dev/null && echo "the image runs: wintermute --help ok"

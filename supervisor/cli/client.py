@@ -104,6 +104,8 @@ def render_status(status: dict[str, Any]) -> str:
     lines.append("")
     restarts = f", {nats['restarts']} restarts" if nats.get("restarts") else ""
     lines.append(f"nats: {nats.get('url')} (pid {nats.get('pid') or 'external'}{restarts})")
+    if status.get("metrics_url"):
+        lines.append(f"metrics: {status['metrics_url']}")
     for name, s in status.get("streams", {}).items():
         lines.append(f"stream {name}: {s['messages']} messages")
     executor = status.get("executor") or {}

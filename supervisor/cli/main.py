@@ -198,6 +198,38 @@ def tasks_enable(name: str) -> None:
 
 
 @main.command()
+@click.option("--dest", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder for the archive (default: backups/ in the home).")
+@click.option("--no-secrets", is_flag=True, help="Leave .env out of the archive.")
+@click.option("--keep", default=0, show_default=True, help="Keep only the newest N archives.")
+def backup(dest: Path | None, no_secrets: bool, keep: int) -> None:
+    """Back up the agent: config and prompt files, tools with history, memories, streams, KV."""
+    from supervisor.process.backup import backup_now
+
+    path, counts = asyncio.run(backup_now(_settings(), dest, not no_secrets, keep))
+    held = ", ".join(f"{k} {v}" for k, v in counts.items())
+    click.echo(f"Backed up to {path} ({held}).")
+
+
+@main.command()
+@click.argument("archive", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def restore(archive: Path) -> None:
+    """Restore an archive of `wintermute backup` into this (stopped, fresh) home."""
+    from supervisor.process.backup import restore as restore_archive
+    from supervisor.process.home import init_home
+
+    home = _home()
+    init_home(home)
+    try:
+        counts = asyncio.run(restore_archive(_settings(home), archive))
+    except (RuntimeError, ValueError) as exc:
+        click.echo(f"Not restored: {exc}", err=True)
+        sys.exit(1)
+    held = ", ".join(f"{k} {v}" for k, v in counts.items())
+    click.echo(f"Restored {archive} into {home} ({held}). Start it with `wintermute up`.")
+
+
+@main.command()
 @click.argument("name")
 def actor(name: str) -> None:
     """Run one actor in the foreground (what the supervisor and Kubernetes run)."""

@@ -45,6 +45,7 @@ def build_status(sup: Supervisor) -> dict[str, Any]:
         "disabled_tasks": sup.flatline.disabled,
         "interventions": list(sup.announce.recent)[-10:],
         "dead_letters_seen": sup.dead_letters,
+        "metrics_url": sup.metrics_url,
     }
 
 

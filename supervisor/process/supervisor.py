@@ -70,6 +70,7 @@ class Supervisor:
         self.nats = nats
         self.spawn = spawn
         self.runtime_file = runtime_file
+        self.metrics_url = ""
         self.logins = logins  # actor -> NATS password (embedded server with per-actor users)
         names = only or list(ACTORS)
         unknown = set(self.cfg.restart_policy) - set(ACTORS)
@@ -114,10 +115,41 @@ class Supervisor:
         )
         self._tasks.append(asyncio.create_task(dlq.run()))
         self._tasks.append(asyncio.create_task(self.flatline.run()))
+        await self._start_metrics()
+        from supervisor.process.backup import scheduled_backups
+
+        self._tasks.append(asyncio.create_task(
+            scheduled_backups(self.settings, self.bus, self.announce.notify)))
         await self._stopping.wait()
 
     def stop(self) -> None:
         self._stopping.set()
+
+    async def _start_metrics(self) -> None:
+        """Prometheus /metrics (its URL goes to status and data/runtime.json)."""
+        tel = self.settings.config.telemetry
+        if not tel.metrics:
+            return
+        from supervisor.process.metrics import Metrics, serve_metrics
+        from supervisor.process.provision import actor_subscriptions
+
+        durables = [(sub.stream, sub.durable)
+                    for subs in actor_subscriptions(self.settings).values() for sub in subs]
+
+        def actors() -> dict[str, dict[str, Any]]:
+            now = time.time()
+            return {name: {"restarts": st.restarts, "healthy": self.is_healthy(name, now)}
+                    for name, st in self.actors.items()}
+
+        try:
+            self.metrics_url = await serve_metrics(self.bus, Metrics(), tel.metrics_host,
+                                                   tel.metrics_port, actors, durables)
+        except OSError as exc:
+            log.error("cannot serve /metrics on %s:%s: %s (set telemetry.metrics_port)",
+                      tel.metrics_host, tel.metrics_port, exc)
+            return
+        if self.runtime_file is not None and self.runtime_file.exists():
+            update_runtime(self.runtime_file, metrics_url=self.metrics_url)
 
     async def shutdown(self) -> None:
         """Stop actors in order: intake first, then the rest together; kill stragglers."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import socket
 from collections.abc import AsyncIterator
@@ -69,7 +70,9 @@ async def node(tmp_path: Path) -> AsyncIterator[tuple[Node, FakeLLM]]:
                "--values", str(tmp_path / "values.yaml"))
     assert out.returncode == 0, out.stderr
     manifests = [d for d in yaml.safe_load_all(out.stdout) if d]
-    node = Node(manifests, tmp_path / "node", ports={4222: free_port(), 8222: free_port()})
+    # WM_NODE_IMAGE (`just image-node`): run the wintermute containers in the built image.
+    node = Node(manifests, tmp_path / "node", ports={4222: free_port(), 8222: free_port()},
+                image=os.environ.get("WM_NODE_IMAGE", ""))
     try:
         yield node, fake
     finally:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import shutil
 import signal
@@ -44,6 +45,7 @@ class Pod:
     proc: asyncio.subprocess.Process | None = None
     log: Path | None = None
     restarts: int = 0
+    container_name: str = ""  # podman mode
 
     @property
     def container(self) -> Manifest:
@@ -58,6 +60,10 @@ class Node:
     root: Path
     ports: dict[int, int] = field(default_factory=dict)  # Service port -> local port
     pods: dict[str, Pod] = field(default_factory=dict)
+    # With an image (e.g. localhost/wintermute:0.1.0 from `just image`), wintermute containers
+    # run in it under podman, with the volumes bind-mounted at their real paths; without one,
+    # as local processes of this checkout with container paths mapped onto directories.
+    image: str = ""
 
     def __post_init__(self) -> None:
         self.by_kind: dict[str, dict[str, Manifest]] = {}
@@ -192,8 +198,10 @@ class Node:
         for init in spec.get("initContainers", []):
             mapping = self._mapping(name, spec, init, claims)
             env = self._env(name, init, mapping)
+            argv = (self._podman_argv(f"{name}-{init['name']}", init, mapping, env, detach=False)
+                    if self._in_image(init) else self._argv(init, mapping))
             proc = await asyncio.create_subprocess_exec(
-                *self._argv(init, mapping), env=env, cwd=ROOT,
+                *argv, env=env, cwd=ROOT,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
             out, _ = await proc.communicate()
             assert proc.returncode == 0, f"{name}/{init['name']} failed: {out.decode()[-2000:]}"
@@ -206,12 +214,57 @@ class Node:
         log.parent.mkdir(parents=True, exist_ok=True)
         pod = self.pods.get(name) or Pod(name, workload, env, mapping)
         pod.env, pod.mapping, pod.log = env, mapping, log
-        with log.open("ab") as fh:
-            pod.proc = await asyncio.create_subprocess_exec(
-                *self._argv(container, mapping), env=env, cwd=ROOT, stdout=fh, stderr=fh,
-                start_new_session=True)
+        if self._in_image(container):
+            pod.container_name = f"wmnode-{name}-{pod.restarts}"
+            argv = self._podman_argv(pod.container_name, container, mapping, env, detach=True)
+            run = await asyncio.create_subprocess_exec(
+                *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            out, _ = await run.communicate()
+            assert run.returncode == 0, f"podman run {name}: {out.decode()[-2000:]}"
+            with log.open("ab") as fh:  # follow the container's output into the pod log
+                pod.proc = await asyncio.create_subprocess_exec(
+                    "podman", "logs", "-f", pod.container_name, stdout=fh, stderr=fh)
+        else:
+            with log.open("ab") as fh:
+                pod.proc = await asyncio.create_subprocess_exec(
+                    *self._argv(container, mapping), env=env, cwd=ROOT, stdout=fh, stderr=fh,
+                    start_new_session=True)
         self.pods[name] = pod
         return pod
+
+    # -- the image mode (podman) ----------------------------------------------------------------
+
+    PODMAN_FLAGS = ("--runtime", "runc", "--ulimit", "nofile=1024:1024",
+                    "--ulimit", "nproc=1024:1024")
+
+    def _in_image(self, container: Manifest) -> bool:
+        return bool(self.image) and container.get("name") != "nats"
+
+    def _podman_argv(self, cname: str, container: Manifest, mapping: list[tuple[str, str]],
+                     env: dict[str, str], *, detach: bool) -> list[str]:
+        """`podman run` of a container as the kubelet would start it: real mount paths,
+        volumes owned by the pod's fsGroup, the container's env only, host network."""
+        argv = ["podman", "run", "--rm", "--name", cname, "--network", "host",
+                *self.PODMAN_FLAGS]
+        if detach:
+            argv.append("-d")
+        for mount in container.get("volumeMounts", []):
+            host = self.host_path(mapping, mount["mountPath"])
+            _own(Path(host))
+            ro = ":ro" if mount.get("readOnly") else ""
+            argv += ["-v", f"{host}:{mount['mountPath']}{ro}"]
+        declared = {e["name"] for e in container.get("env", [])}
+        for source in container.get("envFrom", []):
+            if "secretRef" in source:
+                declared |= set(self._secret(source["secretRef"]["name"]))
+        for key in sorted(declared):
+            value = env[key]
+            for mount, host in mapping:  # the container sees its own paths, not the node's
+                if value.startswith(host):
+                    value = mount + value[len(host):]
+            argv += ["-e", f"{key}={value}"]
+        args = [self._service_url(a) for a in container.get("args", [])]
+        return [*argv, self.image, *args]
 
     def _claims(self, workload: Manifest) -> dict[str, Path]:
         """Volume claim templates of a StatefulSet: one directory per claim."""
@@ -225,7 +278,10 @@ class Node:
     async def exec(self, name: str, *argv: str, timeout: float = 120) -> tuple[int, str]:
         """`kubectl exec` into a pod's main container: same env and paths, the image's CLI."""
         pod = self.pods[name]
-        args = [self.host_path(pod.mapping, a) for a in argv]
+        if pod.container_name:
+            args = ["podman", "exec", pod.container_name, *argv]
+        else:
+            args = [self.host_path(pod.mapping, a) for a in argv]
         if args[0] == "wintermute":
             args = [sys.executable, "-m", "supervisor.cli.main", *args[1:]]
         proc = await asyncio.create_subprocess_exec(
@@ -247,6 +303,18 @@ class Node:
 
     async def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         pod = self.pods[name]
+        if pod.container_name:
+            verb = ["kill", "--signal", signal.Signals(sig).name, pod.container_name]
+            proc = await asyncio.create_subprocess_exec(
+                "podman", *verb, stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL)
+            await proc.wait()
+            if sig == signal.SIGKILL:
+                rm = await asyncio.create_subprocess_exec(
+                    "podman", "rm", "-f", pod.container_name, stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL)
+                await rm.wait()
+            return
         if pod.proc is not None and pod.proc.returncode is None:
             os.killpg(pod.proc.pid, sig)
             if sig in (signal.SIGKILL, signal.SIGTERM):
@@ -261,7 +329,23 @@ class Node:
     async def stop_all(self) -> None:
         for name in reversed(list(self.pods)):
             pod = self.pods[name]
+            if pod.container_name:
+                await self.kill(name, signal.SIGCONT)
+                await self.kill(name, signal.SIGKILL)
+                if pod.proc is not None and pod.proc.returncode is None:
+                    pod.proc.kill()
+                continue
             if pod.proc is not None and pod.proc.returncode is None:
                 with_signal = signal.SIGCONT
                 os.killpg(pod.proc.pid, with_signal)  # a stopped process must see its SIGKILL
                 await self.kill(name, signal.SIGKILL)
+
+
+def _own(path: Path, uid: int = 10001) -> None:
+    """Like a pod's fsGroup: the volume belongs to the image's user (10001)."""
+    if not path.exists() or os.geteuid() != 0:
+        return
+    targets = [path] if path.is_file() else [path, *path.rglob("*")]
+    for target in targets:
+        with contextlib.suppress(OSError):
+            os.chown(target, uid, uid, follow_symlinks=False)
