@@ -52,7 +52,8 @@ def test_up_on_a_busy_machine_shows_progress_answers_and_kills_nobody(
         out = wm(env, "status", "--json", timeout=180)
         assert out.returncode == 0, out.stderr
         status = json.loads(out.stdout)
-        hung = [i for i in status["interventions"] if i["kind"] in ("hung", "restart")]
+        hung = [f"{i['target']}: {i['reason']}" for i in status["interventions"]
+                if i["kind"] in ("hung", "restart")]
         assert hung == [], hung
         assert {a["name"]: a["restarts"] for a in status["actors"]} == {
             a["name"]: 0 for a in status["actors"]}
