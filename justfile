@@ -20,15 +20,16 @@ test: install
 test-fast: install
     {{venv}}/bin/pytest -m "not slow"
 
-# ruff and mypy (strict on bus/ and contracts/)
+# ruff, and mypy --strict on every package (CI runs this too)
 lint: install
     {{venv}}/bin/ruff check .
-    {{venv}}/bin/mypy bus contracts
+    {{venv}}/bin/mypy
 
 # benchmarks that print figures (never asserted in tests)
 bench: install
     {{py}} -m benchmarks.bus_throughput
     {{py}} -m benchmarks.turn_latency
+    {{py}} -m benchmarks.memory_search
 
 # fault-injection campaign (kill -9, SIGSTOP, nats-server kills) that prints figures
 chaos *ARGS: install

@@ -8,17 +8,31 @@ import time
 from collections.abc import Coroutine
 from typing import Any, ClassVar
 
-from bus import Bus, Subscription
+from bus import Bus, Subscription, inbox, subscription
 from contracts import Msg
 from contracts.config import Settings
+from contracts.routes import Durable, durables_of
 
 log = logging.getLogger(__name__)
 
 
 class Actor:
-    """Subclasses set `name`, declare `subscriptions()` and implement `handle(msg)`."""
+    """Subclasses set `name` and `inbox` and implement `handle(msg)`.
+
+    The durables an actor pulls from are declared in the route table (contracts/routes.py)
+    under its name, so the supervisor provisions and grants them without loading actor code;
+    `durables` is that declaration as class data.
+    """
 
     name: ClassVar[str] = "actor"
+    #: Every message type `handle` accepts (a union); each durable decodes its share of it.
+    inbox: ClassVar[Any] = None
+    #: This actor's durables from the route table (set for each subclass from its `name`).
+    durables: ClassVar[tuple[Durable, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.durables = durables_of(cls.name)
 
     def __init__(self, settings: Settings, bus: Bus) -> None:
         self.settings = settings
@@ -32,8 +46,9 @@ class Actor:
         self._background: list[asyncio.Task[Any]] = []
 
     def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        """(subscription, inbox union) pairs this actor consumes."""
-        return []
+        """(subscription, decoded type) of each durable this configuration enables."""
+        return [(subscription(self.subjects, d), inbox(d)) for d in self.durables
+                if d.enabled(self.config)]
 
     async def handle(self, msg: Any) -> None:
         """Handle one inbox message; raise Retry or Reject to say otherwise."""
@@ -63,5 +78,6 @@ class Actor:
         task = asyncio.create_task(coro, name=loop or None)
         self._background.append(task)
 
-    async def publish(self, subject: str, msg: Msg) -> bool:
-        return await self.bus.publish(subject, msg)
+    async def send(self, msg: Msg) -> bool:
+        """Publish `msg` on the subject its route derives from it."""
+        return await self.bus.send(msg)

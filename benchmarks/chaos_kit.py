@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nats.js.errors import NotFoundError
+import msgspec
 
 from bus import Bus
-from contracts import TerminalInput
+from contracts import Health, TerminalInput
+from contracts.records import SupervisorStatus
 from supervisor.process.natsauth import connect_kwargs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,17 +95,16 @@ class Instance:
 
     async def status(self) -> dict[str, Any]:
         assert self.bus is not None
-        raw = await self.bus.kv_get(self.bus.subjects.kv_state, "supervisor")
-        return json.loads(raw) if raw else {"actors": []}
+        st = await self.bus.kv_get_as(self.bus.subjects.kv_state, "supervisor", SupervisorStatus)
+        return msgspec.to_builtins(st) if st is not None else {"actors": []}
 
     async def health_pid(self, name: str) -> int | None:
         """The pid in the actor's own fresh health record (what a restarted process writes)."""
         assert self.bus is not None
-        raw = await self.bus.kv_get(self.bus.subjects.kv_health, name)
-        if not raw:
+        h = await self.bus.kv_get_as(self.bus.subjects.kv_health, name, Health)
+        if h is None:
             return None
-        h = json.loads(raw)
-        return int(h["pid"]) if time.time() - h["ts"] < 5 else None
+        return h.pid if time.time() - h.ts < 5 else None
 
     async def wait_healthy(self, timeout: float = 90) -> dict[str, Any]:
         """Every actor healthy in the supervisor's view."""
@@ -143,19 +143,18 @@ async def read_stream(bus: Bus, stream: str, subject: str = ">", start: int = 1
     out: list[dict[str, Any]] = []
     seq = start
     while True:
-        try:
-            msg = await bus.js.get_msg(stream, seq=seq, subject=subject, next=True)
-        except NotFoundError:
+        msg = await bus.stored(stream, seq, subject=subject, next=True)
+        if msg is None:
             return out, seq
         try:
-            payload = json.loads(msg.data or b"")
-        except ValueError:
+            payload = msgspec.json.decode(msg.data)
+        except msgspec.DecodeError:
             payload = None
         if not isinstance(payload, dict):
             payload = {"type": "unparsed"}
         payload["_subject"] = msg.subject
         out.append(payload)
-        seq = (msg.seq or seq) + 1
+        seq = msg.seq + 1
 
 
 @dataclass
@@ -172,7 +171,7 @@ class Driver:
     async def send(self, text: str) -> str:
         msg = TerminalInput(id=uuid.uuid4().hex, chat=CHAT, text=text)
         self.sent[msg.id] = time.monotonic()
-        await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
+        await self.bus.send(msg)
         return msg.id
 
     async def poll(self) -> None:

@@ -18,6 +18,8 @@ from nats.js.kv import KeyValue
 
 from bus import tracing
 from bus.codec import encode
+from bus.kv import KvOps
+from bus.streams import StreamOps
 from bus.subjects import BucketSpec, StreamSpec, Subjects
 from contracts import Msg, TurnRequest
 
@@ -53,8 +55,11 @@ def _cause(exc: BaseException, timeout: float) -> str:
     return str(exc).strip() or type(exc).__name__
 
 
-class Bus:
-    """One NATS connection for a process, with the JetStream helpers every actor uses."""
+class Bus(KvOps, StreamOps):
+    """One NATS connection for a process, with the JetStream helpers every actor uses.
+
+    `async with Bus(url, prefix) as bus:` connects (unless already connected) and closes.
+    """
 
     def __init__(self, url: str, prefix: str = "wm", name: str = "wintermute") -> None:
         self.url = url
@@ -65,6 +70,14 @@ class Bus:
         self._kv: dict[str, KeyValue] = {}
         self._closed = False
         self.denied: deque[str] = deque(maxlen=50)  # permission violations, newest last
+
+    async def __aenter__(self) -> Bus:
+        if self._nc is None:
+            await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     @property
     def nc(self) -> Client:
@@ -226,12 +239,26 @@ class Bus:
         keys = (subj[len(pre):] for subj in (info.state.subjects or {}))
         return sorted(k for k in keys if k.startswith(prefix))
 
-    async def kv_put(self, bucket: str, key: str, value: bytes | msgspec.Struct) -> int:
-        data = value if isinstance(value, bytes) else encode(value)
+    async def kv_put(self, bucket: str, key: str, value: object) -> int:
+        """Store raw bytes, or a record (a Struct or plain JSON value) as JSON."""
+        if isinstance(value, bytes):
+            data = value
+        elif isinstance(value, msgspec.Struct):
+            data = encode(value)
+        else:
+            data = msgspec.json.encode(value)
         return int(await (await self.kv(bucket)).put(key, data))
 
+    async def send(self, msg: Msg, *, headers: dict[str, str] | None = None) -> bool:
+        """Publish a contract on the subject its route derives from it (contracts/routes.py).
+
+        Returns False when JetStream reports the message as a duplicate.
+        """
+        return await self.publish(self.subjects.of(msg), msg, headers=headers)
+
     async def publish(self, subject: str, msg: Msg, *, headers: dict[str, str] | None = None) -> bool:
-        """Publish a contract to JetStream; the message id makes re-publishes no-ops.
+        """Publish a contract to JetStream on an explicit subject; prefer `send`, which derives
+        the subject from the route table. The message id makes re-publishes no-ops.
 
         Returns False when JetStream reports the message as a duplicate.
         """
@@ -271,10 +298,6 @@ class Bus:
         """(messages not yet delivered, delivered but not yet acked) of a durable consumer."""
         info = await self.js.consumer_info(stream, durable)
         return int(info.num_pending or 0), int(info.num_ack_pending or 0)
-
-    async def subscribe(self, subject: str, cb: Any) -> Any:
-        """A core subscription (live messages, at most once): taps, metrics, answers."""
-        return await self.nc.subscribe(subject, cb=cb)
 
     async def stream_last_seq(self, stream: str) -> int:
         """The last sequence of a stream (0 when it is empty)."""

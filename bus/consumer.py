@@ -257,7 +257,7 @@ class Consumer:
                 f"{self.sub.max_deliver} times"
             )
             return
-        tracing.annotate(**{f"wintermute.{k}": v for k in ("session", "turn_id")
+        tracing.annotate({f"wintermute.{k}": v for k in ("session", "turn_id")
                             if isinstance(v := getattr(msg, k, None), str) and v})
         key = str(getattr(msg, self.sub.ordered_by, "") or "") if self.sub.ordered_by else ""
         # in_progress from the moment of fetch: waiting behind the session lock counts too
@@ -345,6 +345,6 @@ class Consumer:
             headers={k: v for k, v in (raw.headers or {}).items()},
         )
         log.warning("dead-lettering: %s", reason)
-        await self.bus.publish(self.bus.subjects.dlq(self.actor), letter)
+        await self.bus.send(letter)
         await raw.term()
         self.stats.dead_lettered += 1

@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 from nats.js import api
 
 from bus.connection import Bus
+from bus.streams import Stored
 
-
-@dataclass(frozen=True)
-class Stored:
-    """One stored message: where it sits and its raw payload."""
-
-    stream: str
-    seq: int
-    subject: str
-    data: bytes
-    headers: dict[str, str]
+__all__ = ["Stored", "read_stream"]
 
 
 async def read_stream(

@@ -1,10 +1,12 @@
 """Least privilege on the bus: what each NATS user may publish and subscribe, from one table.
 
-`GRANTS` says, per role, what it publishes, which core subjects it subscribes to and which KV
-keys it reads and writes, relative to the instance prefix. Durable consumers are not listed
-here: they come from each actor's `subscriptions()`, so a new consumer is granted by declaring
-it. `permissions()` turns a grant plus its durables into the `permissions` block of a
-nats-server user; the embedded server's config and (later) the Helm chart render from it.
+What a role publishes and which durables it pulls from come from the route table
+(contracts/routes.py): a type's producers may publish its subject, a durable's actor may pull
+from it, so a new message or consumer is granted by declaring it there. `GRANTS` adds, per
+role, the core subjects it subscribes to, the KV keys it reads and writes and the streams whose
+history it reads, relative to the instance prefix. `permissions()` turns these into the
+`permissions` block of a nats-server user; the embedded server's config and (later) the Helm
+chart render from it.
 
 What a user may do on JetStream is spelled out subject by subject. Actors get no
 `$JS.API.CONSUMER.CREATE` at all: nats-server does not check a push consumer's deliver subject
@@ -20,21 +22,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from bus.consumer import Subscription
+from bus.routing import subscriptions
 from bus.subjects import BucketSpec, StreamSpec, Subjects
+from contracts.routes import ACTORS, CHANNELS, CLI, SUPERVISOR, publishes
 
-#: The channels whose inbound subjects the channel actor publishes (its adapters).
-CHANNELS = ("terminal", "telegram", "slack")
-
-#: Roles that are not actors: the supervisor (admin) and the owner's command line.
-SUPERVISOR = "supervisor"
-CLI = "cli"
+__all__ = ["CHANNELS", "CLI", "GRANTS", "SUPERVISOR", "Grant", "permissions", "scope", "users"]
 
 
 @dataclass(frozen=True)
 class Grant:
-    """What one role does on the bus besides pulling from its durables (prefix-relative)."""
+    """What one role does on the bus besides publishing its routes and pulling from its
+    durables (prefix-relative)."""
 
-    publish: tuple[str, ...] = ()  # subjects after "<prefix>.", e.g. "cmd.executor.run", "out.>"
     subscribe: tuple[str, ...] = ()  # core subscriptions after "<prefix>."
     kv_read: tuple[str, ...] = ()  # buckets by short name ("state"): get and list keys
     kv_write: tuple[str, ...] = ()  # "bucket:keys", e.g. "state:telegram.>" (implies reading)
@@ -45,49 +44,31 @@ class Grant:
 
 GRANTS: dict[str, Grant] = {
     "channel": Grant(
-        publish=(*(f"in.{c}.>" for c in CHANNELS), "out.>", "evt.channel.delivered.>",
-                 "cmd.approval.request", "cmd.approval.decide", "cmd.planner.reset",
-                 "cmd.executor.revert", "evt.flatline.release.>"),
-        kv_read=("state", "budget", "tools"),
-        kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
-                  "state:telegram.>", "state:flatline.tool.>", "tools:>"),
-    ),
-    "planner": Grant(
-        publish=("cmd.memory.recall", "cmd.llm.complete", "cmd.executor.run", "out.>",
-                 "evt.task.outcome.>"),
         kv_read=("state", "budget"),
-        kv_write=("sessions:>",),
+        kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
+                  "state:telegram.>"),
     ),
-    "llm": Grant(
-        publish=("evt.llm.response.>", "evt.llm.preview.>", "evt.tool.result.>"),
-        kv_write=("budget:day.>", "budget:session.>"),
-    ),
+    "planner": Grant(kv_read=("state", "budget"), kv_write=("sessions:>",)),
+    "llm": Grant(kv_write=("budget:day.>", "budget:session.>")),
     "executor": Grant(
-        publish=("cmd.approval.request", "cmd.llm.complete", "cmd.memory.save",
-                 "cmd.memory.search", "evt.tool.result.>", "evt.tool.outcome.>",
-                 "evt.scripts.reverted.>", "out.>"),
         kv_read=("state", "tools"),
         kv_write=("state:executor", "state:tools", "state:tools.>", "state:trust.>",
                   "state:image.>", "done:exec.>", "done:revert.>"),
     ),
-    "memory": Grant(
-        publish=("evt.memory.recalled.>", "evt.tool.result.>"),
-        kv_write=("state:memory",),
-    ),
-    "approval": Grant(
-        publish=("out.>", "evt.approval.resolved.>"),
-        kv_write=("approvals:>",),
-    ),
-    "observer": Grant(publish=("evt.session.idle.>",)),
-    "heartbeat": Grant(publish=("in.schedule.>", "out.>"), kv_read=("health", "state", "budget"),
+    "memory": Grant(kv_write=("state:memory",)),
+    "approval": Grant(kv_write=("approvals:>",)),
+    # learning is charged to the daily budget: the observer reads it before asking the model
+    "observer": Grant(kv_read=("budget",)),
+    "heartbeat": Grant(kv_read=("health", "state", "budget"),
                        kv_write=("state:sched.>", "state:schedule")),
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
-        publish=("cmd.channel.terminal", "cmd.executor.revert", "evt.flatline.release.>",
-                 "evt.flatline.enable_task.>", "in.schedule.>"),
         subscribe=(">",),
         kv_read=("state", "tools"),
-        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>"),
+        # sessions: `replay --fork-at` seeds the history of the new session it forks into
+        # budget:day: `replay --model` charges a live model's tokens to today's budget
+        kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",
+                  "budget:day.>"),
         history=("in", "out", "cmd", "evt", "dlq"),
         scratch=True,
     ),
@@ -131,8 +112,8 @@ def _buckets(s: Subjects, grant: Grant, role: str, subs: Iterable[Subscription])
     return names
 
 
-def _actors() -> list[str]:
-    return [r for r in GRANTS if r not in (SUPERVISOR, CLI)]
+def _actors() -> tuple[str, ...]:
+    return ACTORS
 
 
 def _admin(s: Subjects, user: str) -> dict[str, Any]:
@@ -173,16 +154,19 @@ def _scratch(prefix: str) -> tuple[list[str], list[str]]:
     return pub, [f"{sc.p}.>"]
 
 
-def permissions(s: Subjects, role: str, subs: Iterable[Subscription] = ()) -> dict[str, Any]:
-    """The nats-server `permissions` of one role, given the durables it pulls from."""
+def permissions(
+    s: Subjects, role: str, subs: Iterable[Subscription] | None = None
+) -> dict[str, Any]:
+    """The nats-server `permissions` of one role: its routes and durables from the route
+    table (`subs`: the durables this configuration runs; all the table's when omitted)."""
     grant = GRANTS[role]
     if grant.admin:
         return _admin(s, role)
-    subs = list(subs)
-    pub = [f"{s.p}.{x}" for x in grant.publish]
+    subs = subscriptions(s, role) if subs is None else list(subs)
+    pub = [f"{s.p}.{x}" for x in publishes(role)]
     sub = [f"{s.p}.{x}" for x in grant.subscribe] + [f"{inbox_prefix(role)}.>"]
     if role in _actors():
-        pub += [s.dlq(role), f"$KV.{s.kv_health}.{role}"]
+        pub.append(f"$KV.{s.kv_health}.{role}")
     for bucket in sorted(_buckets(s, grant, role, subs)):
         pub += _read_bucket(bucket)
     for write in grant.kv_write:

@@ -1,10 +1,14 @@
-"""Every subject, stream and KV bucket, built from one prefix; the README table comes from here."""
+"""Every stream and KV bucket, and subjects made absolute, built from one prefix.
+
+Which message travels on which subject is declared in contracts/routes.py.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts import subject_token
+from contracts import Msg, subject_token
+from contracts.routes import subject_for, subject_of
 
 DAY = 24 * 3600.0
 
@@ -67,6 +71,22 @@ class Subjects:
 
     def dlq(self, actor: str) -> str:
         return f"{self.p}.dlq.{actor}"
+
+    def of(self, msg: Msg) -> str:
+        """The subject `msg` travels on, from its route (contracts/routes.py)."""
+        return f"{self.p}.{subject_of(msg)}"
+
+    def route(self, kind: type[Msg], **values: str) -> str:
+        """The subject of a type for given placeholder values (to subscribe to one of them)."""
+        return f"{self.p}.{subject_for(kind, **values)}"
+
+    def rel(self, relative: str) -> str:
+        """A prefix-relative subject or filter of the route table, made absolute."""
+        return f"{self.p}.{relative}"
+
+    def stream(self, short: str) -> str:
+        """A stream's name from its short name in the route table (in, out, cmd, evt, dlq)."""
+        return f"{self.p.upper().replace('-', '_')}_{short.upper()}"
 
     def all(self) -> str:
         return f"{self.p}.>"

@@ -132,7 +132,7 @@ def resume(traceparent: str, name: str, **attributes: str | int) -> Iterator[Non
         yield
 
 
-def annotate(**attributes: str | int | bool) -> None:
+def annotate(attributes: Mapping[str, str | int | bool]) -> None:
     """Add attributes to the current span (semantic conventions: gen_ai.*, messaging.*)."""
     span = trace.get_current_span()
     if span.is_recording():

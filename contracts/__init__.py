@@ -24,10 +24,23 @@ from contracts.llm import (
     ToolSpec,
     Usage,
 )
-from contracts.memory import MemoryHit, MemorySave, MemorySearch, Recall, Recalled
+from contracts.memory import (
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryChanged,
+    MemoryCommand,
+    MemoryHit,
+    MemoryPropose,
+    MemoryRecord,
+    MemorySave,
+    MemorySearch,
+    Recall,
+    Recalled,
+)
 from contracts.ops import (
     DeadLetter,
     Health,
+    HoldRelease,
     Intervention,
     SessionIdle,
     SessionReset,
@@ -56,6 +69,11 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     MemorySearch,
     Recall,
     Recalled,
+    MemoryCommand,
+    MemoryAdmin,
+    MemoryAnswer,
+    MemoryPropose,
+    MemoryChanged,
     ApprovalRequest,
     ApprovalDecision,
     ApprovalResolved,
@@ -64,6 +82,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     SessionReset,
     Intervention,
     TaskOutcome,
+    HoldRelease,
 )
 
 AnyMsg = (
@@ -85,6 +104,11 @@ AnyMsg = (
     | MemorySearch
     | Recall
     | Recalled
+    | MemoryCommand
+    | MemoryAdmin
+    | MemoryAnswer
+    | MemoryPropose
+    | MemoryChanged
     | ApprovalRequest
     | ApprovalDecision
     | ApprovalResolved
@@ -93,6 +117,7 @@ AnyMsg = (
     | SessionReset
     | Intervention
     | TaskOutcome
+    | HoldRelease
 )
 
 __all__ = [
@@ -107,11 +132,18 @@ __all__ = [
     "DeadLetter",
     "Delivered",
     "Health",
+    "HoldRelease",
     "Intervention",
     "LlmPreview",
     "LlmRequest",
     "LlmResponse",
+    "MemoryAdmin",
+    "MemoryAnswer",
+    "MemoryChanged",
+    "MemoryCommand",
     "MemoryHit",
+    "MemoryPropose",
+    "MemoryRecord",
     "MemorySave",
     "MemorySearch",
     "Msg",

@@ -15,6 +15,8 @@ class ApprovalRequest(Msg, frozen=True, kw_only=True, tag="approval.request"):
     reason: str
     call: ToolRequest | None = None
     sink: Sink | None = None
+    # The asking turn's trace context: the continuation after the decision joins that trace.
+    traceparent: str = ""
 
 
 class ApprovalDecision(Msg, frozen=True, kw_only=True, tag="approval.decision"):

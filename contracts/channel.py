@@ -44,6 +44,9 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     is_owner: bool = False
     origin: str = "user"  # user | schedule | event
     attachments: list[Attachment] = msgspec.field(default_factory=list)
+    # Set by the channel: show the answer while it is written, one edit at most every this many
+    # seconds (0: no preview). The channel owns the chat's policy; planner and llm pass it on.
+    preview_interval: float = 0.0
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

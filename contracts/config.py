@@ -63,6 +63,10 @@ class ModelsConfig(_Section):
     max_tokens: int = 0
     max_retries: int = 2  # further attempts after a 429, a 5xx or a connection error
     limits: dict[str, ModelLimits] = msgspec.field(default_factory=dict)
+    # Memory search vectors: local/minilm (offline, shipped as a package), openai/MODEL (any
+    # OpenAI-compatible /v1/embeddings), ollama/MODEL, or none (full text only).
+    embedding: str = "local/minilm"
+    embedding_url: str = ""  # base URL for openai/ollama embeddings; empty: the SDK variables
 
     def limits_for(self, role: str) -> CallLimits:
         """The limits of a call for `role` (a role or skill name): its table over [models]."""
@@ -157,6 +161,16 @@ DEFAULT_RISKY = [
 ]
 
 
+# Direct mode runs these without asking when nothing in the command line makes them write or
+# run something else; the default of executor.direct_allowlist.
+DIRECT_ALLOWLIST = [
+    "ls", "cat", "echo", "printf", "pwd", "grep", "egrep", "fgrep", "head", "tail", "wc",
+    "date", "whoami", "id", "uname", "true", "false", "test", "[", "seq", "sleep", "basename",
+    "dirname", "realpath", "readlink", "stat", "file", "du", "df", "free", "uptime", "ps",
+    "nl", "tac", "rev", "sort", "cut", "tr", "diff", "cmp", "md5sum", "sha1sum", "sha256sum",
+    "base64", "od", "jq", "tree", "which", "printenv", "cd", "find", "exit",
+]
+
 SANDBOX_MODES = ("auto", "docker", "bwrap", "direct")
 SANDBOX_NETWORKS = ("proxy", "none")
 # A sandbox contains damage to the machine, not what reaches other machines through the proxy.
@@ -172,8 +186,11 @@ class ExecutorConfig(_Section):
     image: str = "wintermute-sandbox:latest"  # built from images/sandbox (never pulled)
     timeout_secs: float = 120.0
     output_limit: int = 16_000
-    # direct mode: commands matching these wait for the owner's approval
+    # direct mode: commands matching these wait for the owner's approval ...
     risky_patterns: list[str] = msgspec.field(default_factory=lambda: list(DEFAULT_RISKY))
+    # ... and so does every command not made only of these (parsed like the shell does;
+    # actors/executor/shellgate.py)
+    direct_allowlist: list[str] = msgspec.field(default_factory=lambda: list(DIRECT_ALLOWLIST))
     # docker/bwrap modes: the same, for what a sandbox cannot contain
     sandboxed_risky_patterns: list[str] = msgspec.field(
         default_factory=lambda: list(DEFAULT_SANDBOXED_RISKY)
@@ -195,16 +212,40 @@ class EgressConfig(_Section):
 
 
 class SandboxConfig(_Section):
-    """Limits of the Docker-API sandbox container."""
+    """Limits of the sandboxes: the Docker-API container, and each bubblewrap command (a
+    cgroup where this process may create one, rlimits otherwise)."""
 
     memory_mb: int = 2048
-    cpu_cores: float = 2.0
+    cpu_cores: float = 2.0  # docker only
     pids_limit: int = 256
-    tmp_mb: int = 512  # size of its /tmp (tmpfs)
+    tmp_mb: int = 512  # size of its /tmp (tmpfs); docker only
+    file_size_mb: int = 1024  # bwrap: largest file a command may write (RLIMIT_FSIZE)
+    cpu_secs: int = 600  # bwrap: CPU seconds per process (RLIMIT_CPU); 0: no limit
+
+    def __post_init__(self) -> None:
+        for name in ("memory_mb", "pids_limit", "file_size_mb"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.cpu_secs < 0:
+            raise ValueError("cpu_secs must be 0 (no limit) or more")
 
 
 class ObserverConfig(_Section):
     idle_secs: float = 600.0
+    # On session.idle, ask the model (role `observer`) what to remember from the conversation.
+    learn: bool = True
+
+
+MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
+                 "procedure": "suggest"}
+
+
+class MemoryConfig(_Section):
+    """Learned memories: promotion policy per kind (auto | suggest | off); a kind left out of
+    a configured `policy` keeps its default (MEMORY_POLICY)."""
+
+    policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
+    auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
 
 
 class FlatlineConfig(_Section):
@@ -249,6 +290,26 @@ class SupervisorConfig(_Section):
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
 
 
+class McpServer(_Section):
+    """One MCP server: stdio (`command`, `args`, `env`) or Streamable HTTP (`url`, `headers`).
+    Env and header values written "$NAME" are taken from .env."""
+
+    name: str
+    command: str = ""
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    url: str = ""
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    allow: list[str] = msgspec.field(default_factory=list)  # its tools offered (empty: all)
+    deny: list[str] = msgspec.field(default_factory=list)
+    approval: str | list[str] = "never"  # "never", "always", or the tool names that ask
+    timeout_secs: float = 60.0
+
+
+class McpConfig(_Section):
+    servers: list[McpServer] = msgspec.field(default_factory=list)
+
+
 class BackupConfig(_Section):
     """Scheduled `wintermute backup` runs by the supervisor (archives under backups/)."""
 
@@ -283,10 +344,12 @@ class Config(_Section):
     egress: EgressConfig = msgspec.field(default_factory=EgressConfig)
     sandbox: SandboxConfig = msgspec.field(default_factory=SandboxConfig)
     observer: ObserverConfig = msgspec.field(default_factory=ObserverConfig)
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
     supervisor: SupervisorConfig = msgspec.field(default_factory=SupervisorConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
+    mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
 
 class Personality(_Section):
@@ -458,6 +521,18 @@ def _check(config: Config, agent: AgentConfig) -> None:
                 f"'provider/model' with provider one of {', '.join(PROVIDERS)}"
             )
     _check_limits(config.models)
+    embedding = config.models.embedding
+    if embedding != "none" and (
+        "/" not in embedding or embedding.split("/", 1)[0] not in ("local", "openai", "ollama")
+    ):
+        raise ConfigError(
+            f"config.toml: invalid value for 'models.embedding': {embedding!r}; use "
+            "'local/minilm', 'openai/MODEL', 'ollama/MODEL' or 'none'"
+        )
+    for kind, policy in config.memory.policy.items():
+        if policy not in ("auto", "suggest", "off"):
+            raise ConfigError(f"config.toml: invalid value for 'memory.policy.{kind}': "
+                              f"{policy!r}; use 'auto', 'suggest' or 'off'")
     if not re.fullmatch(r"[A-Za-z0-9_-]+", config.nats.prefix):
         raise ConfigError("config.toml: invalid value for 'nats.prefix': letters, digits, - and _")
     for key, value, allowed in (("executor.mode", config.executor.mode, SANDBOX_MODES),
@@ -489,7 +564,24 @@ def _check(config: Config, agent: AgentConfig) -> None:
             check_cron(config.backup.cron)
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
+    _check_mcp(config)
     _check_tasks(agent)
+
+
+def _check_mcp(config: Config) -> None:
+    names: set[str] = set()
+    for i, server in enumerate(config.mcp.servers):
+        where = f"mcp.servers[{i}]"
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,32}", server.name) or server.name in names:
+            raise ConfigError(f"config.toml: invalid value for '{where}.name': {server.name!r} "
+                              "(unique; letters, digits, - and _; at most 32)")
+        names.add(server.name)
+        if bool(server.command) == bool(server.url):
+            raise ConfigError(f"config.toml: '{where}' ({server.name}) needs exactly one of "
+                              "command (stdio) or url (Streamable HTTP)")
+        if isinstance(server.approval, str) and server.approval not in ("never", "always"):
+            raise ConfigError(f"config.toml: invalid value for '{where}.approval': use "
+                              "\"never\", \"always\" or a list of tool names")
 
 
 def _check_tasks(agent: AgentConfig) -> None:

@@ -56,9 +56,10 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     max_tokens: int = 0
     # Set by the escalate tool: the answer goes back as this call's ToolResult, not to the planner.
     for_call: ToolRequest | None = None
-    # Set by the planner when the turn's chat shows a live preview (Telegram): stream the answer
-    # and publish LlmPreview events for this sink at a bounded rate.
+    # Set by the planner when the turn asks for a live preview (its `preview_interval`): stream
+    # the answer and publish LlmPreview events for this sink at most once per interval.
     preview_to: Sink | None = None
+    preview_interval: float = 0.0
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

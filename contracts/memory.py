@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from contracts.base import Msg
+from contracts.channel import Sink
 from contracts.tools import ToolRequest
 
 
@@ -13,6 +14,22 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     kind: str
     content: str
     score: float = 0.0
+    scope: str = ""
+
+
+class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """One stored memory as listed and exported (a JSONL line of `wintermute memory export`)."""
+
+    id: str
+    kind: str = "fact"
+    content: str
+    tags: list[str] = msgspec.field(default_factory=list)
+    scope: str = ""
+    session: str = ""
+    created: float = 0.0
+    status: str = "active"  # active | archived | proposed (learned, awaiting promotion) | rejected
+    confidence: float = 1.0  # how sure the extractor was (1.0: said or imported explicitly)
+    source: str = ""  # where a learned memory came from, e.g. observer:idle:<session>:<time>
 
 
 class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
@@ -23,6 +40,10 @@ class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
     content: str
     tags: list[str] = msgspec.field(default_factory=list)
     for_call: ToolRequest | None = None
+    # Who is speaking, copied from the turn (never from tool arguments): the memory actor
+    # derives the scope from these (actors/memory/scopes.py). Empty: the session's scope only.
+    principal: str = ""
+    is_owner: bool = False
 
 
 class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
@@ -32,6 +53,8 @@ class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
     query: str
     limit: int = 5
     for_call: ToolRequest | None = None
+    principal: str = ""  # as on MemorySave: decides which scopes may be searched
+    is_owner: bool = False
 
 
 class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
@@ -41,6 +64,8 @@ class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
     turn_id: str
     query: str
     limit: int = 5
+    principal: str = ""  # the turn's principal and owner flag: which scopes may be recalled
+    is_owner: bool = False
 
 
 class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
@@ -50,3 +75,66 @@ class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
     turn_id: str
     hits: list[MemoryHit] = msgspec.field(default_factory=list)
     error: str = ""
+    # True when only the owner hears this turn (the owner's private chat, their scheduled
+    # tasks): the planner adds the owner's profile (USER.md) to the prompt only then.
+    owner_context: bool = False
+
+
+class MemoryPropose(Msg, frozen=True, kw_only=True, tag="memory.propose"):
+    """What the observer's model extracted from a finished conversation, as the model wrote it
+    (`text`: a JSON list of {content, kind, confidence}). The memory actor validates it (a
+    malformed answer is dead-lettered with the reason, nothing written), derives the scope from
+    `principal`/`session` like a save's, and promotes each item by `[memory] policy`."""
+
+    session: str
+    principal: str = ""
+    is_owner: bool = False
+    source: str = ""
+    text: str
+
+
+class MemoryCommand(Msg, frozen=True, kw_only=True, tag="memory.command"):
+    """`/memory` from a chat: answered with a Notice to `reply_to`, within what that chat may
+    read (its audience, derived from `principal`/`session` like a recall's)."""
+
+    action: str = "list"  # list | search | forget | pending
+    arg: str = ""  # the search words, or the id to forget
+    principal: str = ""
+    is_owner: bool = False
+    session: str = ""
+    reply_to: Sink
+
+
+class MemoryAdmin(Msg, frozen=True, kw_only=True, tag="memory.admin"):
+    """`wintermute memory ...`, the owner's command line: any scope. Only the `cli` user may
+    publish its subject (bus/permissions.py); answered by MemoryAnswer events."""
+
+    action: str  # list | search | forget | export | import | reembed | pending | promote | reject
+    scope: str = ""  # only this scope; empty: all
+    query: str = ""
+    target: str = ""  # the memory id to forget, promote or reject
+    limit: int = 50
+    records: list[MemoryRecord] = msgspec.field(default_factory=list)  # import
+
+
+class MemoryAnswer(Msg, frozen=True, kw_only=True, tag="memory.answer"):
+    """One part of the answer to a MemoryAdmin (`request` is its id); `last` ends it."""
+
+    request: str
+    ok: bool = True
+    text: str = ""
+    records: list[MemoryRecord] = msgspec.field(default_factory=list)
+    part: int = 0
+    last: bool = True
+
+
+class MemoryChanged(Msg, frozen=True, kw_only=True, tag="memory.changed"):
+    """Audit: one change to one memory, published on `evt.memory.changed.<memory id>` after it
+    was made (immutable in WM_EVT, like every event)."""
+
+    memory_id: str
+    change: str  # saved | learned | proposed | promoted | rejected | archived | imported
+    scope: str = ""
+    by: str = ""  # the principal, `observer`, `owner (approval)` or `cli`
+    cause: str = ""  # the id of the message that made the change
+    content: str = ""

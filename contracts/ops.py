@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
 from contracts.base import Msg
+from contracts.channel import Sink
 
 
 class DeadLetter(Msg, frozen=True, kw_only=True, tag="deadletter"):
@@ -70,3 +71,14 @@ class TaskOutcome(Msg, frozen=True, kw_only=True, tag="task.outcome"):
     turn_id: str
     ok: bool
     reason: str = ""
+
+
+class HoldRelease(Msg, frozen=True, kw_only=True, tag="holds.release"):
+    """The owner asks the supervisor to lift a Flatline hold: release a quarantined tool, or
+    enable a disabled scheduled task. The supervisor applies it and tells the owner."""
+
+    kind: Literal["tool", "task"] = "tool"
+    name: str
+    principal: str
+    is_owner: bool = False
+    reply_to: Sink | None = None  # where the outcome goes; else the owner's sink

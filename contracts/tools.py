@@ -21,6 +21,7 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     is_owner: bool = False
     reply_to: Sink | None = None
+    principal: str = ""  # the turn's principal (memory scopes); empty from older planners
 
 
 class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
@@ -46,3 +47,4 @@ class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):
     error: str = ""
     timed_out: bool = False
     version: int = 0  # an agent-created tool's version (its files' revision); 0 for core tools
+    refused: bool = False  # a policy refusal (SSRF, blocked domain, rate limit): not a failure

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from kit import safefs
 from kit.redact import Redactor, redact_patterns
 
 MAX_FILE_BYTES = 50_000_000  # what Telegram bots may upload; other channels allow less or more
@@ -126,9 +127,15 @@ def check_file(workspace: Path, ref: str, scanner: SecretScanner) -> str:
         if rel.startswith(prefix):
             rel = rel[len(prefix):]
     root = workspace.resolve()
-    path = (root / rel).resolve()
-    if rel.startswith(("/", "~")) or root not in path.parents:
-        raise Refused(f"{ref!r} is not inside the workspace; only workspace files can be sent.")
+    try:
+        parts = safefs.relative_parts(rel)
+    except safefs.UnsafePath as exc:
+        raise Refused(f"{ref!r} is not inside the workspace; only workspace files can be "
+                      "sent.") from exc
+    path = root.joinpath(*parts)
+    if path.resolve() != path:  # a link the sandbox may have planted, e.g. to ../.env
+        raise Refused(f"{ref!r} is or goes through a symbolic link; only plain workspace files "
+                      "can be sent.")
     if not path.is_file():
         raise Refused(f"There is no file {ref!r} in the workspace.")
     size = path.stat().st_size
@@ -137,7 +144,11 @@ def check_file(workspace: Path, ref: str, scanner: SecretScanner) -> str:
     if size > SCAN_BYTES:
         raise Refused(f"{ref!r} is too large ({size} bytes) to be checked for secrets, so it "
                       "was not sent; compress or split it.")
-    text = path.read_bytes().decode("latin-1")  # every byte maps to one character
+    try:  # without following links: the check must see the bytes that would be sent
+        data = safefs.read_bytes(root, "/".join(parts), SCAN_BYTES + 1)
+    except (safefs.UnsafePath, OSError) as exc:
+        raise Refused(f"{ref!r} changed while it was checked, so it was not sent.") from exc
+    text = data.decode("latin-1")  # every byte maps to one character
     if scanner.find(text, shapes=True) or _decodes_to_secret(scanner, text):
         raise Refused(
             f"{ref!r} contains a secret (a value from .env or a credential), so it was not sent."

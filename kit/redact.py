@@ -14,6 +14,8 @@ from pathlib import Path
 
 import msgspec
 
+from kit.envfile import load_dotenv
+
 REDACTED = "[REDACTED]"
 MIN_SECRET_LEN = 8
 SECRET_NAME_WORDS = (
@@ -86,55 +88,6 @@ def redact_patterns(text: str) -> tuple[str, list[str]]:
     return text, found
 
 
-def _closing_quote(body: str, quote: str) -> int:
-    """Index of the first unescaped `quote` in body, or -1."""
-    if quote == "'":
-        return body.find("'")
-    i = 0
-    while i < len(body):
-        if body[i] == "\\":
-            i += 2
-            continue
-        if body[i] == quote:
-            return i
-        i += 1
-    return -1
-
-
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "$": "$"}
-_ENV_LINE = re.compile(r"\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_.]*)\s*=[ \t]*(.*)\Z")
-
-
-def parse_dotenv(text: str) -> dict[str, str]:
-    """Parse .env text: KEY=VALUE lines, optional `export`, quotes, comments, blank lines."""
-    values: dict[str, str] = {}
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        match = _ENV_LINE.match(line)
-        if not line.strip() or line.lstrip().startswith("#") or not match:
-            continue
-        key, rest = match.group(1), match.group(2)
-        if rest[:1] in ("'", '"'):
-            quote, body = rest[0], rest[1:]
-            end = _closing_quote(body, quote)
-            while end < 0 and i < len(lines):  # a quoted value may span lines
-                body += "\n" + lines[i]
-                i += 1
-                end = _closing_quote(body, quote)
-            value = body if end < 0 else body[:end]
-            if quote == '"':
-                value = re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), value)
-        elif rest.startswith("#"):
-            value = ""
-        else:
-            value = re.split(r"\s#", rest, maxsplit=1)[0].strip()
-        values[key] = value
-    return values
-
-
 class Redactor:
     """Replaces known secret values and credential-shaped strings with placeholders."""
 
@@ -148,12 +101,17 @@ class Redactor:
     def from_env(cls, dotenv_path: Path | None, environ: Mapping[str, str]) -> Redactor:
         """Collect every .env value plus values of secret-looking environment variables."""
         values: list[str] = []
-        if dotenv_path is not None and dotenv_path.is_file():
-            values += parse_dotenv(
-                dotenv_path.read_text(encoding="utf-8", errors="replace")
-            ).values()
+        if dotenv_path is not None:
+            values += load_dotenv(dotenv_path).values()
         values += [value for name, value in environ.items() if looks_secret_name(name)]
         return cls(values)
+
+    @classmethod
+    def for_home(cls, home: Path, environ: Mapping[str, str]) -> Redactor:
+        """The redactor for a home (.env values, NATS credentials, secret-looking environment
+        variables): callers get the redactor, never the values (the supervisor redacts log
+        tails without reading .env itself)."""
+        return HomeRedactor(home, environ)
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -280,10 +238,7 @@ class HomeRedactor(Redactor):
         """Read every source again (values only ever get added while the process runs)."""
         import time
 
-        dotenv = self.home / ".env"
-        values: list[str] = []
-        if dotenv.is_file():
-            values += parse_dotenv(dotenv.read_text(encoding="utf-8", errors="replace")).values()
+        values: list[str] = list(load_dotenv(self.home / ".env").values())
         values += [v for k, v in self._environ.items() if looks_secret_name(k)]
         values += _credential_values(self.home / "data" / "nats")
         self.add(*values)

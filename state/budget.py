@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-
 from bus import Bus
 from contracts import short_hash
 from contracts.config import BudgetConfig
@@ -22,29 +20,16 @@ def session_key(session: str) -> str:
 
 
 async def used(bus: Bus, key: str) -> int:
-    data = await bus.kv_get(bus.subjects.kv_budget, key)
-    return int(data) if data else 0
+    """Tokens counted under `key` (0 when none, or when the value is unreadable)."""
+    return await bus.kv_get_as(bus.subjects.kv_budget, key, int) or 0
 
 
 async def add(bus: Bus, key: str, tokens: int) -> int:
-    """Add tokens to a counter atomically (retrying on concurrent updates)."""
-    kv = await bus.kv(bus.subjects.kv_budget)
-    for _ in range(20):
-        try:
-            entry = await kv.get(key)
-            current, rev = int(entry.value or b"0"), entry.revision
-        except KeyNotFoundError:
-            current, rev = 0, 0
-        total = current + tokens
-        try:
-            if rev:
-                await kv.update(key, str(total).encode(), last=rev)
-            else:
-                await kv.create(key, str(total).encode())
-            return total
-        except KeyWrongLastSequenceError:  # another process updated it first
-            continue
-    raise RuntimeError(f"could not update budget counter {key}")
+    """Add tokens to a counter atomically (compare-and-set; raises bus.Conflict when it keeps
+    losing to concurrent writers)."""
+    total = await bus.kv_update(bus.subjects.kv_budget, key, lambda n: (n or 0) + tokens,
+                                kind=int)
+    return total or 0
 
 
 async def exhausted(bus: Bus, cfg: BudgetConfig, session: str) -> str:

@@ -6,13 +6,11 @@ import asyncio
 import hashlib
 import logging
 import time
-from typing import Any
 
 import msgspec
-from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 
 from actors.base import Actor
-from bus import Subscription
+from bus import tracing
 from contracts import (
     ApprovalDecision,
     ApprovalPrompt,
@@ -21,22 +19,14 @@ from contracts import (
     Notice,
     Sink,
 )
+from contracts.records import ApprovalState
+from contracts.records import PendingApproval as Pending
 
 log = logging.getLogger(__name__)
 
 ApprovalInbox = ApprovalRequest | ApprovalDecision
 EXPIRY_SECS = 300.0
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-
-
-class Pending(msgspec.Struct, kw_only=True):
-    approval_id: str
-    request: ApprovalRequest
-    expires_at: float
-    status: str = "pending"
-
-
-_dec = msgspec.json.Decoder(Pending)
 
 
 def short_id(seed: str) -> str:
@@ -51,14 +41,10 @@ def short_id(seed: str) -> str:
 
 class ApprovalActor(Actor):
     name = "approval"
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(s.stream_cmd, "approval", (s.cmd("approval", "*"),), ordered_by="")
-        return [(sub, ApprovalInbox)]
+    inbox = ApprovalInbox
 
     async def on_start(self) -> None:
-        self.kv = await self.bus.kv(self.subjects.kv_approvals)
+        self.bucket = self.subjects.kv_approvals
         self.spawn(self._expire_loop(), "expiry")
 
     async def handle(self, msg: ApprovalInbox) -> None:
@@ -74,28 +60,25 @@ class ApprovalActor(Actor):
     async def _on_request(self, msg: ApprovalRequest) -> None:
         aid = short_id(msg.id)
         pending = Pending(approval_id=aid, request=msg, expires_at=time.time() + EXPIRY_SECS)
-        try:
-            await self.kv.create(aid, msgspec.json.encode(pending))
-        except KeyWrongLastSequenceError:
+        if not await self.bus.kv_create(self.bucket, aid, pending):
             log.info("approval %s already recorded", aid)
         sink = self._owner_sink(msg)
         prompt = ApprovalPrompt(
             id=f"{msg.id}:prompt", approval_id=aid, sink=sink,
             summary=f"{msg.summary}\nWhy: {msg.reason}", expires_at=pending.expires_at,
         )
-        await self.publish(self.subjects.outbound(sink.channel, sink.chat), prompt)
+        await self.send(prompt)
 
     async def _on_decision(self, msg: ApprovalDecision) -> None:
         owner = msg.is_owner and msg.principal in self.config.owner.principals
         try:
-            entry = await self.kv.get(msg.approval_id)
-        except (KeyNotFoundError, Exception):
-            entry = None
-        if entry is None or not entry.value:
+            pending, revision = await self.bus.kv_get_rev(self.bucket, msg.approval_id, Pending)
+        except Exception:  # noqa: BLE001 - an id NATS refuses as a key is unknown too
+            pending, revision = None, 0
+        if pending is None:
             await self._tell(f"Approval {msg.approval_id} is unknown, already used or expired.",
                              msg.id, msg.reply_to)
             return
-        pending = _dec.decode(entry.value)
         if not owner:
             log.warning("approval %s answered by non-owner %s", msg.approval_id, msg.principal)
             await self._tell(
@@ -107,15 +90,13 @@ class ApprovalActor(Actor):
             await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id,
                              msg.reply_to)
             return
-        status = "approved" if msg.approved else "denied"
-        await self._resolve(pending, status, entry.revision)
+        status: ApprovalState = "approved" if msg.approved else "denied"
+        await self._resolve(pending, status, revision)
 
-    async def _resolve(self, pending: Pending, status: str, revision: int) -> None:
+    async def _resolve(self, pending: Pending, status: ApprovalState, revision: int) -> None:
         """Single use: the compare-and-set on the KV revision lets only one answer win."""
         decided = msgspec.structs.replace(pending, status=status)
-        try:
-            await self.kv.update(pending.approval_id, msgspec.json.encode(decided), last=revision)
-        except KeyWrongLastSequenceError:
+        if not await self.bus.kv_swap(self.bucket, pending.approval_id, decided, revision):
             log.info("approval %s was decided concurrently", pending.approval_id)
             return
         req = pending.request
@@ -123,31 +104,28 @@ class ApprovalActor(Actor):
             id=f"{req.id}:resolved", approval_id=pending.approval_id, session=req.session,
             status=status, call=req.call, sink=req.call.reply_to if req.call else req.sink,
         )
-        await self.publish(self.subjects.evt("approval", "resolved", req.session), resolved)
-        await self.kv.delete(pending.approval_id)
+        # The continuation belongs to the turn that asked (its trace), linked to the decision.
+        with tracing.resume(req.traceparent, "approval resolved", **{
+                "wintermute.approval_id": pending.approval_id, "wintermute.outcome": status}):
+            await self.send(resolved)
+        await self.bus.kv_delete(self.bucket, pending.approval_id)
 
     async def _tell(self, text: str, ref: str, sink: Sink | None = None) -> None:
         """Why a decision did not happen, to whoever decided (else the owner sink)."""
         sink = sink or Sink.parse(self.config.owner.sink)
-        await self.publish(
-            self.subjects.outbound(sink.channel, sink.chat),
-            Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"),
-        )
+        await self.send(Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"))
 
     async def _expire_loop(self) -> None:
         while True:
             self.alive("expiry", every=5)
             try:
-                for key in await self.bus.kv_keys(self.subjects.kv_approvals):
-                    try:
-                        entry = await self.kv.get(key)
-                    except KeyNotFoundError:  # resolved and deleted: listed until it ages out
+                for key in await self.bus.kv_keys(self.bucket):
+                    # Resolved and deleted keys are listed until they age out: None here.
+                    pending, revision = await self.bus.kv_get_rev(self.bucket, key, Pending)
+                    if pending is None:
                         continue
-                    if not entry.value:
-                        continue
-                    pending = _dec.decode(entry.value)
                     if pending.status == "pending" and pending.expires_at < time.time():
-                        await self._resolve(pending, "expired", entry.revision)
+                        await self._resolve(pending, "expired", revision)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - NATS restarting: the next sweep retries

@@ -56,7 +56,7 @@ class Inbound:
 
     async def _notice(self, sink: Sink, text: str, nid: str) -> None:
         notice = Notice(id=nid, sink=sink, text=text, source="slack")
-        await self.bus.publish(self.subjects.outbound("slack", sink.chat), notice)
+        await self.bus.send(notice)
 
     async def _refuse(self, who: str, sink: Sink, text: str) -> None:
         """At most one short refusal per stranger (or channel) and nothing else of theirs."""
@@ -143,7 +143,7 @@ class Inbound:
             body = f"[{principal.rsplit(':', 1)[-1]}] {body}"
         turn = TurnRequest(id=input_id, session=session, principal=principal, text=body,
                            reply_to=sink, is_owner=is_owner)
-        await self.bus.publish(self.subjects.inbound("slack", sink.chat), turn)
+        await self.bus.send(turn)
 
     # --- buttons and slash commands ---------------------------------------------------------
 
@@ -162,7 +162,7 @@ class Inbound:
             approval_id=str(action.get("value", "")), approved=action["action_id"] == "wm_approve",
             principal=principal, is_owner=is_owner,
         )
-        await self.bus.publish(self.subjects.cmd("approval", "decide"), decision)
+        await self.bus.send(decision)
         return is_owner
 
     async def on_slash(self, body: dict[str, Any]) -> str:

@@ -73,7 +73,10 @@ class Poster:
             if state == "done":
                 continue
             if state.startswith("sending:"):
-                since = float(state.split(":", 1)[1])
+                try:
+                    since = float(state.split(":", 1)[1])
+                except ValueError:  # a mangled marker: look back over the whole history
+                    since = 60.0
                 if await self._already_posted(chat, thread, chunk_id, since):
                     log.info("chunk %s was posted before a crash; not posting again", chunk_id)
                     await self.bus.kv_put(self.bucket, key, b"done")

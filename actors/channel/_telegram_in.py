@@ -8,13 +8,15 @@ on the outbound stream, sent once like every other outbound message.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from actors.channel._telegram_media import download_media
 from actors.channel.commands import CommandContext, handle_command
+from bus import decode_record
 from contracts import (
     ApprovalDecision,
     ApprovalRequest,
@@ -23,6 +25,7 @@ from contracts import (
     Sink,
     TurnRequest,
 )
+from contracts.records import PairingRequest
 from kit.redact import credential_guard
 
 if TYPE_CHECKING:
@@ -65,7 +68,7 @@ class Inbound:
     async def notify(self, msg_id: str, sink: Sink, text: str) -> None:
         """Answer in a chat through the outbound stream (so it is sent exactly once)."""
         notice = Notice(id=msg_id, sink=sink, text=text, source="telegram")
-        await self.a.bus.publish(self.a.subjects.outbound("telegram", sink.chat), notice)
+        await self.a.bus.send(notice)
 
     # -- updates -----------------------------------------------------------------------------
 
@@ -116,8 +119,9 @@ class Inbound:
         turn = TurnRequest(
             id=base, session=session, principal=principal, text=text, reply_to=sink,
             is_owner=ctx.is_owner, attachments=attachments,
+            preview_interval=self.cfg.preview_interval_secs if self.cfg.preview else 0.0,
         )
-        await self.a.bus.publish(self.a.subjects.inbound("telegram", sink.chat), turn)
+        await self.a.bus.send(turn)
         self.a.typing.start(base, sink)
 
     def _addressed(self, msg: Any, text: str) -> tuple[bool, str]:
@@ -155,9 +159,9 @@ class Inbound:
                 summary=f"Let Telegram user {who}, id {user.id}, talk to the agent?",
                 reason="they wrote to the bot and are not in channels.telegram.allowed_users",
             )
-            await self.a.bus.publish(self.a.subjects.cmd("approval", "request"), request)
+            await self.a.bus.send(request)
             await self.notify(f"{base}:pairing", sink, PAIRING_ASKED)
-            await self.a.state_put(key, json.dumps({"chat": sink.chat}).encode())
+            await self.a.state_put(key, msgspec.json.encode(PairingRequest(chat=sink.chat)))
             return
         key = f"refused.{user.id}"
         if await self.a.state_get(key) is not None:
@@ -184,7 +188,7 @@ class Inbound:
             id=f"{base}:decision", approval_id=approval_id, approved=approved,
             principal=f"telegram:{query.from_user.id}", is_owner=True,
         )
-        await self.a.bus.publish(self.a.subjects.cmd("approval", "decide"), decision)
+        await self.a.bus.send(decision)
         word = "Approved" if approved else "Denied"
         await self._answer(query, f"{word}.")
         message = query.message
@@ -212,8 +216,8 @@ class Inbound:
         if not msg.session.startswith("telegram:pair:"):
             return
         user_id = msg.session.rsplit(":", 1)[1]
-        raw = await self.a.state_get(f"pairing.{user_id}")
-        chat = json.loads(raw).get("chat", user_id) if raw else user_id
+        asked = decode_record(await self.a.state_get(f"pairing.{user_id}"), PairingRequest)
+        chat = (asked.chat if asked is not None else "") or user_id
         sink = Sink(channel="telegram", chat=str(chat))
         if msg.status == "approved":
             await self.a.state_put(f"paired.{user_id}", b"1")

@@ -8,6 +8,7 @@ to the agent, with the reason instead of a path, so the message itself is never 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contracts import Attachment
+from kit import safefs
 
 if TYPE_CHECKING:
     from actors.channel.telegram import TelegramAdapter
@@ -78,18 +80,18 @@ def _items(update_id: int, msg: Any) -> list[tuple[str, Any, str, str]]:
     return out
 
 
-async def _fetch(bot: Any, media: Any, target: Path) -> None:
-    """Download through getFile into target, atomically (a partial file never shows up)."""
+async def _fetch(bot: Any, media: Any, workspace: Path, rel: str) -> None:
+    """Download through getFile into workspace/rel, atomically (a partial file never shows
+    up) and never through a link the sandbox planted (kit.safefs)."""
     from telegram.error import BadRequest, NetworkError, RetryAfter
 
     from actors.channel._telegram_send import retry_secs
 
-    tmp = target.with_name(f".{target.name}.part")
     for attempt in range(1, ATTEMPTS + 1):
         try:
             tg_file = await bot.get_file(media.file_id)
-            await tg_file.download_to_drive(tmp)
-            os.replace(tmp, target)
+            with safefs.atomic_writer(workspace, rel) as out:
+                await tg_file.download_to_memory(out)
             return
         except BadRequest:
             raise
@@ -111,7 +113,8 @@ async def download_media(adapter: TelegramAdapter, update_id: int, msg: Any) -> 
     if not items:
         return []
     inbox = adapter.workspace / "inbox"
-    inbox.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(safefs.UnsafePath):  # a planted link: each download says so
+        safefs.make_dirs(adapter.workspace, "inbox")
     limit = adapter.tg.max_download_mb << 20
     out: list[Attachment] = []
     for kind, media, name, desc in items:
@@ -125,8 +128,8 @@ async def download_media(adapter: TelegramAdapter, update_id: int, msg: Any) -> 
             continue
         if not target.exists():
             try:
-                await _fetch(adapter.bot, media, target)
-            except (TelegramError, OSError) as exc:
+                await _fetch(adapter.bot, media, adapter.workspace, rel)
+            except (TelegramError, OSError, safefs.UnsafePath) as exc:
                 log.warning("could not download %s for update %s: %s", kind, update_id,
                             adapter.scrub(str(exc)))
                 out.append(Attachment(kind=kind, path="(not downloaded)",

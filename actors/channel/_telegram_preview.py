@@ -12,15 +12,15 @@ A preview is cosmetic: it is never retried. A 429 pauses previews in that chat f
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from actors.channel._telegram_format import TEXT_LIMIT, split_html
 from actors.channel._telegram_send import Part, retry_secs, with_retries
 from actors.channel.adapter import NO_REPLY, is_no_reply
 from contracts import LlmPreview, short_hash
+from contracts.records import TelegramPreview
 
 if TYPE_CHECKING:
     from actors.channel.telegram import TelegramAdapter
@@ -55,13 +55,14 @@ class Previews:
     def _key(self, turn_id: str) -> str:
         return f"tgpreview.{short_hash(turn_id, 32)}"
 
-    async def _get(self, turn_id: str) -> dict[str, Any] | None:
-        raw = await self.a.bus.kv_get(self.a.subjects.kv_done, self._key(turn_id))
-        return dict(json.loads(raw)) if raw else None
+    async def _get(self, turn_id: str) -> TelegramPreview | None:
+        record: TelegramPreview | None = await self.a.bus.kv_get_as(
+            self.a.subjects.kv_done, self._key(turn_id), TelegramPreview)
+        return record
 
     async def _put(self, turn_id: str, message_id: int, final: bool) -> None:
-        value = json.dumps({"m": message_id, "final": final}).encode()
-        await self.a.bus.kv_put(self.a.subjects.kv_done, self._key(turn_id), value)
+        await self.a.bus.kv_put(self.a.subjects.kv_done, self._key(turn_id),
+                                TelegramPreview(m=message_id, final=final))
 
     # -- previews ------------------------------------------------------------------------
 
@@ -77,7 +78,7 @@ class Previews:
         if self.paused.get(chat, 0.0) > now or time.time() - msg.ts > STALE_SECS:
             return
         record = await self._get(msg.turn_id)
-        if record is not None and (record["final"] or not record["m"]):
+        if record is not None and (record.final or not record.m):
             return  # the reply took over, or a crash mid-send left the message unknown
         html = preview_html(text)
         last = self.shown.get(msg.turn_id)
@@ -92,13 +93,12 @@ class Previews:
                         chat, html, parse_mode="HTML", message_thread_id=thread,
                         link_preview_options=no_link)
                 except (RetryAfter, BadRequest):
-                    kv = await self.a.bus.kv(self.a.subjects.kv_done)
-                    await kv.delete(self._key(msg.turn_id))
+                    await self.a.bus.kv_delete(self.a.subjects.kv_done, self._key(msg.turn_id))
                     raise  # nothing was sent: a later preview may try again
                 await self._put(msg.turn_id, int(sent.message_id), False)
             else:
                 await self.a.bot.edit_message_text(
-                    html, chat_id=chat, message_id=int(record["m"]), parse_mode="HTML",
+                    html, chat_id=chat, message_id=record.m, parse_mode="HTML",
                     link_preview_options=no_link)
         except RetryAfter as exc:
             self.paused[chat] = now + retry_secs(exc)
@@ -115,8 +115,8 @@ class Previews:
     async def finish(self, turn_id: str) -> int:
         """The reply is here: no more previews for this turn; returns its preview message id."""
         record = await self._get(turn_id)
-        message_id = int(record["m"]) if record else 0
-        if record is None or not record["final"]:
+        message_id = record.m if record else 0
+        if record is None or not record.final:
             await self._put(turn_id, message_id, True)
         self.shown.pop(turn_id, None)
         return message_id

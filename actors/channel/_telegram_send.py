@@ -26,6 +26,7 @@ from actors.channel._telegram_format import (
 )
 from contracts import ApprovalPrompt, Notice
 from kit.outbound import Refused, SecretScanner, check_file
+from kit.safefs import UnsafePath, read_bytes
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class Part:
     html: str = ""
     plain: str = ""
     path: Path | None = None
+    data: bytes = b""  # a file's bytes, read once without following links, as checked
     buttons: tuple[tuple[str, str], ...] = ()  # (label, callback data)
 
 
@@ -61,10 +63,18 @@ def reply_parts(text: str, workspace: Path, scanner: SecretScanner) -> list[Part
             notes.append(f"(Could not attach {ref}: {exc})")
             continue
         path = workspace.resolve() / rel
-        if path.stat().st_size > UPLOAD_MAX:
+        try:
+            # What is sent is exactly what was checked: read once, no links, checked again.
+            data = read_bytes(workspace.resolve(), rel, limit=UPLOAD_MAX + 1)
+        except (OSError, UnsafePath) as exc:
+            notes.append(f"(Could not attach {ref}: {exc})")
+            continue
+        if len(data) > UPLOAD_MAX:
             notes.append(f"(Could not attach {ref}: Telegram bots can send files up to 50 MB.)")
+        elif scanner.find(data.decode("latin-1"), shapes=True):
+            notes.append(f"(Could not attach {ref}: it contains a secret, so it was not sent.)")
         else:
-            parts.append(Part(path=path))
+            parts.append(Part(path=path, data=data))
     if notes:
         note = "\n".join(notes)
         parts.append(Part(html=escape(note), plain=note))
@@ -157,10 +167,10 @@ async def deliver(bot: Any, chat: int, thread: int | None, part: Part) -> int:
     async def upload(target: int) -> Any:
         path = part.path
         assert path is not None
-        photo = path.suffix.lower() in PHOTO_SUFFIXES and path.stat().st_size <= PHOTO_MAX
+        data = part.data
+        photo = path.suffix.lower() in PHOTO_SUFFIXES and len(data) <= PHOTO_MAX
 
         async def once() -> Any:
-            data = path.read_bytes()  # re-read per attempt: an upload consumes its input
             if photo:
                 return await bot.send_photo(target, data, message_thread_id=thread,
                                             filename=path.name)

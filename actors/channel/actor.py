@@ -9,7 +9,7 @@ from typing import Any
 
 from actors.base import Actor
 from actors.channel.adapter import Adapter, is_no_reply
-from bus import Reject, Subscription
+from bus import Reject
 from contracts import (
     ApprovalPrompt,
     ApprovalResolved,
@@ -32,6 +32,7 @@ ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
 
 class ChannelActor(Actor):
     name = "channel"
+    inbox = ChannelInbox | LlmPreview | ApprovalResolved
 
     async def on_start(self) -> None:
         # The `up` run we belong to: notices about an earlier run's processes are stale.
@@ -48,23 +49,6 @@ class ChannelActor(Actor):
     async def on_stop(self) -> None:
         for adapter in self.adapters.values():
             await adapter.stop()
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        # Outbound is ordered per sink chat, so a session's replies arrive in order.
-        out = Subscription(s.stream_out, "channel-out", (f"{s.p}.out.>",), ordered_by="")
-        cmd = Subscription(s.stream_cmd, "channel-cmd", (s.cmd("channel", "*"),), ordered_by="chat")
-        # Live previews of answers being written; idempotent edits, so no handled-markers.
-        preview = Subscription(s.stream_evt, "channel-preview", (f"{s.p}.evt.llm.preview.>",),
-                               max_deliver=2, dedupe=False)
-        subs = [(out, ChannelInbox), (cmd, ChannelInbox), (preview, LlmPreview)]
-        if self.config.channels.telegram.pairing:
-            # The owner's answers to Telegram pairing requests (other approvals are skipped).
-            pairing = Subscription(s.stream_evt, "channel-telegram-pairing",
-                                   (f"{s.p}.evt.approval.resolved.>",), ordered_by="",
-                                   concurrency=4)
-            subs.append((pairing, ApprovalResolved))
-        return subs
 
     def health_info(self) -> dict[str, Any]:
         adapters = getattr(self, "adapters", {})

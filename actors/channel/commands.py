@@ -3,20 +3,30 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from contracts import ApprovalDecision, ScriptsRevert, SessionReset, Sink
+from contracts import (
+    ApprovalDecision,
+    HoldRelease,
+    MemoryCommand,
+    ScriptsRevert,
+    SessionReset,
+    Sink,
+)
+from contracts.records import ExecutorFacts, SupervisorStatus
 from state import budget
 
 HELP = (
     "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
-    "conversation; memories stay), /memory (what is remembered), /tools (tools and status; /tools release NAME lifts a "
+    "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
+    "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
 )
+
+T = TypeVar("T")
 
 OWNER_ONLY = {"/status", "/budget", "/tools", "/revert", "/approve", "/deny", "/memory"}
 
@@ -54,7 +64,7 @@ async def _decide(actor: Any, ctx: CommandContext, rest: str, approved: bool) ->
         id=f"{ctx.input_id}:decision", approval_id=rest.split()[0], approved=approved,
         principal=ctx.principal, is_owner=ctx.is_owner, reply_to=ctx.reply_to,
     )
-    await actor.bus.publish(actor.subjects.cmd("approval", "decide"), decision)
+    await actor.bus.send(decision)
     # Only sent: the approval actor decides, and says so here if the decision did not happen.
     return f"Sent: {'approve' if approved else 'deny'} {decision.approval_id}."
 
@@ -69,24 +79,24 @@ async def _deny(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
     reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session)
-    await actor.bus.publish(actor.subjects.cmd("planner", "reset"), reset)
+    await actor.bus.send(reset)
     return "This conversation's history was cleared; memories stay."
 
 
-async def _state(actor: Any, key: str) -> dict[str, Any] | list[Any] | None:
-    raw = await actor.bus.kv_get(actor.subjects.kv_state, key)
-    return json.loads(raw) if raw else None
+async def _state(actor: Any, key: str, kind: type[T]) -> T | None:
+    value: T | None = await actor.bus.kv_get_as(actor.subjects.kv_state, key, kind)
+    return value
 
 
 async def _status(actor: Any, ctx: CommandContext, rest: str) -> str:
-    status = await _state(actor, "supervisor")
-    if not isinstance(status, dict):
+    status = await _state(actor, "supervisor", SupervisorStatus)
+    if status is None:
         return "No supervisor status yet (is `wintermute up` running?)."
     lines = []
-    for a in status.get("actors", []):
-        mark = "ok" if a.get("healthy") else "DOWN"
-        extra = f", {a['restarts']} restarts" if a.get("restarts") else ""
-        lines.append(f"{a['name']}: {mark}{extra}")
+    for a in status.actors:
+        mark = "ok" if a.healthy else "DOWN"
+        extra = f", {a.restarts} restarts" if a.restarts else ""
+        lines.append(f"{a.name}: {mark}{extra}")
     return "Actors: " + "; ".join(lines)
 
 
@@ -101,27 +111,47 @@ async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
-    facts = await _state(actor, "memory")
-    counts = facts.get("counts", {}) if isinstance(facts, dict) else {}
-    if not counts:
-        return "No memories yet."
-    return "Memories: " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    # The memory actor owns the store: it answers with a notice to this chat, showing only
+    # what this conversation may read (a group never sees the owner's private memories).
+    verb, _, arg = rest.strip().partition(" ")
+    action = verb.lower() or "list"
+    needs_arg = ("search", "forget", "promote", "reject")
+    if action not in ("list", "pending", *needs_arg) or (action in needs_arg and not arg.strip()):
+        return ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
+                "/memory promote ID or /memory reject ID.")
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    command = MemoryCommand(
+        id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
+        is_owner=ctx.is_owner, session=ctx.session, reply_to=sink,
+    )
+    await actor.bus.send(command)
+    return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
+            "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
+            "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:
     verb, _, name = rest.partition(" ")
     if verb == "release":
-        from state.holds import release_tool
-
-        if not name.strip():
-            return "Say which tool: /tools release NAME."
-        return await release_tool(actor.bus, name.strip(), f"{ctx.principal} (/tools release)")
-    facts = await _state(actor, "executor")
-    if not isinstance(facts, dict):
+        return await _release(actor, ctx, name.strip())
+    facts = await _state(actor, "executor", ExecutorFacts)
+    if facts is None:
         return "The executor has not reported its tools yet."
-    text = f"Tools ({facts.get('mode')} mode): " + ", ".join(facts.get("tools", []))
-    agent = facts.get("agent_tools") or []
+    text = f"Tools ({facts.mode} mode): " + ", ".join(facts.tools)
+    agent = facts.agent_tools
     return text + (f". Agent-created: {', '.join(agent)}" if agent else "")
+
+
+async def _release(actor: Any, ctx: CommandContext, name: str) -> str:
+    # Quarantine is the supervisor's state: the channel asks, the supervisor applies it and
+    # tells the owner the outcome (the channel may not write wm_tools).
+    if not name:
+        return "Say which tool: /tools release NAME."
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    release = HoldRelease(id=f"{ctx.input_id}:release", kind="tool", name=name,
+                          principal=ctx.principal, is_owner=ctx.is_owner, reply_to=sink)
+    await actor.bus.send(release)
+    return f"Asked the supervisor to release the tool {name}; the outcome goes to {sink}."
 
 
 async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
@@ -129,7 +159,7 @@ async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     revert = ScriptsRevert(id=f"{ctx.input_id}:revert", principal=ctx.principal,
                            is_owner=ctx.is_owner, reply_to=sink)
-    await actor.bus.publish(actor.subjects.cmd("executor", "revert"), revert)
+    await actor.bus.send(revert)
     return f"Asked the executor to undo the last change in scripts/; the outcome goes to {sink}."
 
 

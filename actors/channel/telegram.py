@@ -31,7 +31,7 @@ from actors.channel._telegram_send import (
 )
 from actors.channel._telegram_typing import Typing
 from actors.channel.adapter import Adapter
-from bus import PublishError, Reject, Retry
+from bus import BusError, PublishError, Reject, Retry, decode_record
 from contracts import (
     ApprovalPrompt,
     DeadLetter,
@@ -114,7 +114,7 @@ class TelegramAdapter(Adapter):
         await self.bus.kv_put(self.subjects.kv_state, f"telegram.{key}", value)
 
     async def state_delete(self, key: str) -> None:
-        await (await self.bus.kv(self.subjects.kv_state)).delete(f"telegram.{key}")
+        await self.bus.kv_delete(self.subjects.kv_state, f"telegram.{key}")
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -204,7 +204,7 @@ class TelegramAdapter(Adapter):
             day = time.strftime("%Y%m%d")
             notice = Notice(id=f"telegram:disabled:{day}", sink=sink, text=why, source="telegram")
             try:
-                await self.bus.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+                await self.bus.send(notice)
             except PublishError as exc:
                 log.warning("could not tell the owner: %s", exc)
 
@@ -252,8 +252,10 @@ class TelegramAdapter(Adapter):
         return f"offset.{self.me.id}"
 
     async def _load_offset(self) -> int | None:
-        raw = await self.state_get(self._offset_key())
-        return int(raw) if raw else None
+        # A JSON number; anything else is logged and polling starts from Telegram's backlog.
+        offset: int | None = decode_record(await self.state_get(self._offset_key()), int,
+                                           "telegram offset")
+        return offset
 
     async def _save_offset(self, offset: int) -> None:
         delay = 0.5
@@ -268,15 +270,13 @@ class TelegramAdapter(Adapter):
 
     async def ingest(self, update: Any, forever: bool) -> None:
         """Store one update's messages; bus failures retry (forever when polling)."""
-        import nats.errors
-
         attempt = 0
         while True:
             attempt += 1
             try:
                 await self.inbound.handle(update)
                 return
-            except (PublishError, nats.errors.Error, ConnectionError, TimeoutError) as exc:
+            except (PublishError, BusError, ConnectionError, TimeoutError) as exc:
                 if not forever:
                     raise
                 log.warning("update %s not stored yet (%s); retrying", update.update_id, exc)
@@ -299,7 +299,7 @@ class TelegramAdapter(Adapter):
             subject="telegram.update", stream="", stream_seq=0, deliveries=attempts,
             payload=payload,
         )
-        await self.bus.publish(self.subjects.dlq("channel"), letter)
+        await self.bus.send(letter)
 
     # -- outbound ------------------------------------------------------------------------
 

@@ -50,12 +50,12 @@ class TerminalAdapter(Adapter):
             text=guard.text, reply_to=Sink(channel="terminal", chat=update.chat),
             is_owner=is_owner,
         )
-        await self.bus.publish(self.subjects.inbound("terminal", update.chat), turn)
+        await self.bus.send(turn)
 
     async def _deliver(self, update: TerminalInput, kind: str, text: str) -> None:
         out = Delivered(id=f"{update.id}:{kind}", chat=update.chat, kind=kind, text=text,
                         ref=update.id)
-        await self.bus.publish(self.subjects.evt("channel", "delivered", update.chat), out)
+        await self.bus.send(out)
 
     async def send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
         chat = msg.sink.chat
@@ -69,9 +69,9 @@ class TerminalAdapter(Adapter):
             case Notice():
                 out = Delivered(id=f"{msg.id}:delivered", chat=chat, kind="notice", text=msg.text,
                                 ref=msg.id)
-        await self.bus.publish(self.subjects.evt("channel", "delivered", chat), out)
+        await self.bus.send(out)
 
     async def suppressed(self, msg: Reply) -> None:
         out = Delivered(id=f"{msg.id}:delivered", chat=msg.sink.chat, kind="suppressed",
                         text="", ref=msg.turn_id)
-        await self.bus.publish(self.subjects.evt("channel", "delivered", msg.sink.chat), out)
+        await self.bus.send(out)

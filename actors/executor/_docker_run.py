@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from kit import safefs
+
 SERVICE_LABEL = "wintermute.service"  # what docker_manage may touch (the sandbox has no such label)
 RESTART = ("no", "on-failure", "unless-stopped", "always")
 # Explicit rlimits: an engine without CAP_SYS_RESOURCE (podman inside a container) cannot raise
@@ -68,11 +70,12 @@ def _binds(raw: Any, workspace: Path) -> list[str]:
         src = parts[0]
         if "/" in src or src.startswith("."):
             rel = src.removeprefix("/workspace/").removeprefix("workspace/").removeprefix("./")
-            path = (root / rel).resolve()
-            if rel.startswith("/") or (path != root and root not in path.parents):
-                raise BadArgs(f"volume source {src!r} is outside the workspace; only workspace "
-                              "folders and named volumes can be mounted.")
-            path.mkdir(parents=True, exist_ok=True)
+            try:  # created without following links the sandbox may have planted
+                path = root if rel in ("", ".") else safefs.make_dirs(root, rel)
+            except safefs.UnsafePath as exc:
+                raise BadArgs(f"volume source {src!r} is outside the workspace or goes through "
+                              f"a link ({exc}); only workspace folders and named volumes can be "
+                              "mounted.") from exc
             src = str(path)
         out.append(":".join([src, *parts[1:]]))
     return out

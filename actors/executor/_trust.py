@@ -6,20 +6,14 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-import msgspec
+from contracts.records import TrustEntry
 
 if TYPE_CHECKING:
     from bus import Bus
 
 PREFIX = "trust."
 
-
-class TrustEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One approved domain: when, and which tool call the owner approved."""
-
-    domain: str
-    approved_at: float
-    call: str = ""
+__all__ = ["PREFIX", "TrustEntry", "TrustLedger"]
 
 
 def _key(domain: str) -> str:
@@ -34,21 +28,18 @@ class TrustLedger:
         self.bucket = bus.subjects.kv_state
 
     async def get(self, domain: str) -> TrustEntry | None:
-        raw = await self.bus.kv_get(self.bucket, _key(domain))
-        if not raw:
-            return None
-        entry = msgspec.json.decode(raw, type=TrustEntry)
-        return entry if entry.domain == domain.lower() else None
+        entry = await self.bus.kv_get_as(self.bucket, _key(domain), TrustEntry)
+        return entry if entry is not None and entry.domain == domain.lower() else None
 
     async def add(self, domain: str, call: str = "") -> None:
         entry = TrustEntry(domain=domain.lower(), approved_at=time.time(), call=call)
-        await self.bus.kv_put(self.bucket, _key(domain), msgspec.json.encode(entry))
+        await self.bus.kv_put(self.bucket, _key(domain), entry)
 
     async def domains(self) -> list[str]:
         """Every approved domain, sorted."""
         out = []
         for key in await self.bus.kv_keys(self.bucket, PREFIX):
-            raw = await self.bus.kv_get(self.bucket, key)
-            if raw:
-                out.append(msgspec.json.decode(raw, type=TrustEntry).domain)
+            entry = await self.bus.kv_get_as(self.bucket, key, TrustEntry)
+            if entry is not None:
+                out.append(entry.domain)
         return sorted(out)

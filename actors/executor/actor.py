@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -13,11 +14,12 @@ from actors.base import Actor
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
+from actors.executor.mcp import McpHub
 from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.tools import core_tools
-from bus import Subscription
+from bus import tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
@@ -28,9 +30,11 @@ from contracts import (
     ToolResult,
     short_hash,
 )
+from contracts.records import ExecutorFacts
 from kit.outbound import check_arguments
 from kit.redact import HomeRedactor
 from kit.secrets import load_dotenv
+from state.holds import tool_status
 
 log = logging.getLogger(__name__)
 
@@ -39,20 +43,22 @@ ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
 
 class ExecutorActor(Actor):
     name = "executor"
+    inbox = ExecutorInbox
 
     async def on_start(self) -> None:
         secrets = load_dotenv(self.home / ".env")
         # Follows .env and the NATS credential files: a secret added later is redacted too.
         redactor = HomeRedactor(self.home, os.environ)
-        env = scrubbed_env(os.environ, secrets.keys())
+        env = scrubbed_env(os.environ, secrets.keys(), redactor)
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
         self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
         # Direct mode approves every risky pattern; a sandbox contains damage to the machine,
         # so only what it cannot contain (sandboxed_risky_patterns) still needs approval.
         ex = self.config.executor
-        gate = PolicyGate(ex.sandboxed_risky_patterns if self.sandbox.isolated
-                          else ex.risky_patterns)
+        # Direct mode also asks for anything not made only of harmless commands (shellgate).
+        gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
+                else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
@@ -60,9 +66,35 @@ class ExecutorActor(Actor):
             self.registry.add(docker_tool)
         self.scripts = ScriptsService(self)  # agent-created tools from scripts/
         await self.scripts.start()
+        self.mcp: McpHub | None = None
+        self._mcp_names: set[str] = set()
+        if self.config.mcp.servers:  # the SDK is imported only when servers are configured
+            self.mcp = McpHub(self.config.mcp.servers, secrets, self._mcp_changed)
+            await self.mcp.start()
+            self._sync_mcp()
         await self.publish_tools()
 
+    def _sync_mcp(self) -> None:
+        """The registry holds exactly the MCP tools the servers offer now (never shadowing a
+        core tool)."""
+        for name in self._mcp_names:
+            self.registry.remove(name)
+        self._mcp_names = set()
+        for tool in self.mcp.tools() if self.mcp else []:
+            if self.registry.get(tool.name) is None:
+                self.registry.add(tool)
+                self._mcp_names.add(tool.name)
+
+    async def _mcp_changed(self) -> None:
+        if not hasattr(self, "registry"):
+            return  # still starting: on_start publishes once all servers answered
+        self._sync_mcp()
+        with contextlib.suppress(Exception):
+            await self.publish_tools()
+
     async def on_stop(self) -> None:
+        if self.mcp is not None:
+            await self.mcp.stop()
         await self.sandbox.close()
 
     async def publish_tools(self) -> None:
@@ -70,17 +102,11 @@ class ExecutorActor(Actor):
         tools` (catalog) what exists; at most budget.max_dynamic_tools_per_turn agent-created
         tools are offered, core tools always."""
         await self.scripts.publish(self.registry.specs())
-        facts = {**self.sandbox.facts(),
-                 "tools": self.registry.names(), "agent_tools": self.scripts.names()}
-        await self.bus.kv_put(self.subjects.kv_state, "executor", msgspec.json.encode(facts))
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        cmd = Subscription(s.stream_cmd, "executor", (s.cmd("executor", "*"),))
-        evt = Subscription(
-            s.stream_evt, "executor-approvals", (f"{s.p}.evt.approval.resolved.>",)
-        )
-        return [(cmd, ExecutorInbox), (evt, ExecutorInbox)]
+        hub: McpHub | None = getattr(self, "mcp", None)
+        mcp = hub.facts() if hub is not None else {}
+        facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(), "mcp": mcp,
+                                 "agent_tools": self.scripts.names()}, ExecutorFacts)
+        await self.bus.kv_put(self.subjects.kv_state, "executor", facts)
 
     def health_info(self) -> dict[str, Any]:
         sandbox = getattr(self, "sandbox", None)
@@ -129,13 +155,10 @@ class ExecutorActor(Actor):
 
     async def _quarantined(self, name: str) -> str:
         """A sentence for the model and the user if the supervisor quarantined this tool."""
-        raw = await self.bus.kv_get(self.subjects.kv_tools, name)
-        if not raw:
+        hold = await tool_status(self.bus, name)
+        if hold is None or hold.status != "quarantined":
             return ""
-        status = msgspec.json.decode(raw)
-        if not isinstance(status, dict) or status.get("status") != "quarantined":
-            return ""
-        reason = status.get("reason") or "it kept failing"
+        reason = hold.reason or "it kept failing"
         return (
             f"The tool {name} is quarantined by the supervisor ({reason}), so it was not run. "
             f"Tell the user; the owner can lift it with `wintermute tools release {name}` or "
@@ -147,9 +170,9 @@ class ExecutorActor(Actor):
         approval = ApprovalRequest(
             id=f"{req.id}:approval", session=req.session,
             summary=f"{req.name}: {self.ctx.redactor.redact(str(detail))[:500]}", reason=reason,
-            call=req, sink=Sink.parse(self.config.owner.sink),
+            call=req, sink=Sink.parse(self.config.owner.sink), traceparent=tracing.current(),
         )
-        await self.publish(self.subjects.cmd("approval", "request"), approval)
+        await self.send(approval)
         await self._result(
             req, True,
             f"Waiting for the owner's approval to run this ({reason}). It will run once "
@@ -180,6 +203,10 @@ class ExecutorActor(Actor):
         if out is None:
             return  # forwarded: another actor answers
         duration_ms = int((time.monotonic() - started) * 1000)
+        tracing.annotate({"gen_ai.tool.name": req.name, "wintermute.tool.ok": out.ok,
+                            "wintermute.tool.duration_ms": duration_ms})
+        if not out.ok:
+            tracing.failed(f"{req.name} failed")
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
         await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)
@@ -187,9 +214,9 @@ class ExecutorActor(Actor):
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
             error="" if out.ok else self.ctx.redactor.redact(out.output[-500:]),
-            timed_out=out.timed_out, version=version,
+            timed_out=out.timed_out, version=version, refused=out.refused,
         )
-        await self.publish(self.subjects.evt("tool", "outcome", req.name), outcome)
+        await self.send(outcome)
 
     async def _on_resolved(self, msg: ApprovalResolved) -> None:
         call = msg.call
@@ -215,4 +242,4 @@ class ExecutorActor(Actor):
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
         )
-        await self.publish(self.subjects.evt("tool", "result", req.session), result)
+        await self.send(result)

@@ -6,6 +6,7 @@ import asyncio
 import codecs
 import contextlib
 import os
+import re
 import shutil
 import signal
 import time
@@ -14,7 +15,8 @@ from pathlib import Path
 
 import msgspec
 
-from kit.redact import looks_secret_name
+from actors.executor._proctree import kill_tree, subreaper_launcher
+from kit.redact import Redactor, looks_secret_name, redact_patterns
 
 READ_CHUNK = 65_536
 POLL_SECS = 0.1  # how often to check whether bash exited while its output pipe stays open
@@ -77,8 +79,16 @@ class _Capture:
         return f"\n[... {cut} characters cut ...]\n"
 
 
-def scrubbed_env(environ: Mapping[str, str], secret_names: Iterable[str]) -> dict[str, str]:
-    """Copy the environment without secrets, secret-looking names, WM__* and NATS variables."""
+# A URL carrying a password (postgres://user:pw@host, https://user:token@host): DATABASE_URL-style.
+_URL_WITH_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^/\s:@]*:[^/\s@]+@")
+
+
+def scrubbed_env(
+    environ: Mapping[str, str], secret_names: Iterable[str], redactor: Redactor | None = None,
+) -> dict[str, str]:
+    """Copy the environment without secrets: by name (.env names, secret-looking names, WM__*,
+    NATS variables) and by value (any value holding a secret the redactor knows, a
+    credential-shaped string, or a URL with a password), whatever the variable is called."""
     drop = set(secret_names)
     return {
         name: value
@@ -87,13 +97,27 @@ def scrubbed_env(environ: Mapping[str, str], secret_names: Iterable[str]) -> dic
         and not looks_secret_name(name)
         and not name.startswith("WM__")
         and "NATS" not in name.upper()
+        and not _secret_value(value, redactor)
     }
 
 
-def _kill_group(pid: int) -> None:
-    """SIGKILL the process group led by pid (ignore it if already gone)."""
+def _secret_value(value: str, redactor: Redactor | None) -> bool:
+    if _URL_WITH_PASSWORD.search(value):
+        return True
+    if redactor is not None:
+        return bool(redactor.scan(value)[1])
+    return bool(redact_patterns(value)[1])
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL every process under pid, then the process group it leads (ignore what is gone).
+
+    The tree first: processes that left the group (setsid, double fork) are still found there
+    when proc is the launcher, their subreaper (direct mode)."""
+    if proc.returncode is None:  # once reaped, its pid may belong to someone else
+        kill_tree(proc.pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _close(proc: asyncio.subprocess.Process) -> None:
@@ -137,10 +161,12 @@ async def run_command(
     env: Mapping[str, str],
     stdin: bytes = b"",
 ) -> CommandResult:
-    """Run `bash -c command` (see run_process)."""
+    """Run `bash -c command` (see run_process) under a launcher that is the subreaper of
+    everything it starts, so the timeout ends processes that left the session too."""
     bash = shutil.which("bash") or "/bin/bash"
     return await run_process(
-        [bash, "-c", command], cwd=cwd, timeout=timeout, output_limit=output_limit, env=env,
+        subreaper_launcher([bash, "-c", command]), cwd=cwd, timeout=timeout,
+        output_limit=output_limit, env=env,
         stdin=stdin,
     )
 
@@ -186,19 +212,19 @@ async def run_process(
                         await asyncio.wait({reader}, timeout=DRAIN_GRACE_SECS)
                         if not reader.done():
                             lingered = True
-                            _kill_group(proc.pid)
+                            _kill_group(proc)
                             break
                 if not lingered:
                     await proc.wait()
         except TimeoutError:
             timed_out = True
-            _kill_group(proc.pid)
+            _kill_group(proc)
         if timed_out or lingered:
             await _settle(proc, reader)
         if reader.done() and not reader.cancelled():
             reader.result()  # surface unexpected read errors
     except asyncio.CancelledError:
-        _kill_group(proc.pid)
+        _kill_group(proc)
         reader.cancel()
         _close(proc)
         raise

@@ -90,7 +90,7 @@ class SendMessage(Tool):
         body = "\n".join([ctx.redactor.redact(text).strip(), *(f"[file: {p}]" for p in paths)])
         reply = Reply(id=f"{req.id}:message", session=req.session, turn_id=req.id,
                       sink=sink, text=body.strip())
-        await ctx.bus.publish(ctx.subjects.outbound(sink.channel, sink.chat), reply)
+        await ctx.bus.send(reply)
         kinds = ", ".join(f"{p} ({file_kind(p)})" for p in paths)
         return ToolOutput(ok=True, output=f"Sent to {sink}" + (f" with {kinds}." if kinds else "."))
 
@@ -150,5 +150,5 @@ class Escalate(Tool):
             messages=[ChatMessage(role="system", content=ORACLE_SYSTEM),
                       ChatMessage(role="user", content=ctx.redactor.redact(prompt))],
         )
-        await ctx.bus.publish(ctx.subjects.cmd("llm", "complete"), ask)
+        await ctx.bus.send(ask)
         return None  # the llm actor publishes the ToolResult

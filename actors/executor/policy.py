@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 
+from actors.executor.shellgate import review
+
 DEFAULT_OWNER_ONLY = frozenset({"execute_command"})
 
 
@@ -22,11 +24,14 @@ class PolicyGate:
     """Decides whether a tool call runs, needs the owner's approval, or is refused."""
 
     def __init__(
-        self, risky_patterns: Iterable[str], owner_only_tools: Iterable[str] = DEFAULT_OWNER_ONLY
+        self, risky_patterns: Iterable[str], owner_only_tools: Iterable[str] = DEFAULT_OWNER_ONLY,
+        *, allowlist: Iterable[str] | None = None,
     ) -> None:
-        """Compile the risky command regexes (re.error on a bad one)."""
+        """Compile the risky command regexes (re.error on a bad one). With an allowlist (direct
+        mode) a command must also pass shellgate.review: harmless commands only."""
         self.risky = [re.compile(pattern) for pattern in risky_patterns]
         self.owner_only = frozenset(owner_only_tools)
+        self.allowlist = None if allowlist is None else frozenset(allowlist)
 
     def decide(self, tool: str, arguments: dict[str, Any], is_owner: bool) -> Decision:
         """Return the verdict for one tool call."""
@@ -44,4 +49,6 @@ class PolicyGate:
                     f"The command matches the risky pattern `{pattern.pattern}`, "
                     "so it needs the owner's approval.",
                 )
+        if self.allowlist is not None and (reason := review(command, self.allowlist)):
+            return Decision("approve", reason)
         return Decision("allow")

@@ -27,6 +27,11 @@ class EgressError(Exception):
     """A URL or address the web tools refuse; the message is a sentence for the model."""
 
 
+class PolicyRefusal(EgressError):
+    """Refused by policy (an address, scheme or domain not allowed): the tool worked as
+    intended, so Flatline does not count it as the tool failing."""
+
+
 _V4: tuple[tuple[str, str], ...] = (
     ("0.0.0.0/8", "'this network'"),
     ("10.0.0.0/8", "a private network"),
@@ -87,7 +92,7 @@ def _number(label: str) -> int:
         try:
             return int(label, 8)
         except ValueError:
-            raise EgressError(f"{label!r} is not a valid octal number in an address.") from None
+            raise PolicyRefusal(f"{label!r} is not a valid octal number in an address.") from None
     return int(label)
 
 
@@ -98,11 +103,11 @@ def ipv4_literal(host: str) -> ipaddress.IPv4Address | None:
     if not _NUMERIC_LABEL.fullmatch(labels[-1]):
         return None
     if len(labels) > 4 or not all(_NUMERIC_LABEL.fullmatch(p) for p in labels):
-        raise EgressError(f"The host {host!r} looks like an address but is not a valid one.")
+        raise PolicyRefusal(f"The host {host!r} looks like an address but is not a valid one.")
     nums = [_number(p) for p in labels]
     head, last = nums[:-1], nums[-1]
     if any(n > 255 for n in head) or last >= 256 ** (5 - len(nums)):
-        raise EgressError(f"The host {host!r} looks like an address but is out of range.")
+        raise PolicyRefusal(f"The host {host!r} looks like an address but is out of range.")
     value = last
     for i, n in enumerate(head):
         value += n << (24 - 8 * i)
@@ -126,24 +131,24 @@ def split_url(url: str) -> tuple[str, str, int, str]:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError as exc:
-        raise EgressError(f"The URL {url!r} is not valid ({exc}).") from None
+        raise PolicyRefusal(f"The URL {url!r} is not valid ({exc}).") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
-        raise EgressError(f"Only http and https URLs can be fetched, not {scheme or 'this'!r}.")
+        raise PolicyRefusal(f"Only http and https URLs can be fetched, not {scheme or 'this'!r}.")
     if parts.username is not None or parts.password is not None:
-        raise EgressError("URLs with a user name or password in them are refused.")
+        raise PolicyRefusal("URLs with a user name or password in them are refused.")
     raw = parts.hostname or ""
     if not raw:
-        raise EgressError(f"The URL {url!r} has no host.")
+        raise PolicyRefusal(f"The URL {url!r} has no host.")
     if "%" in raw:
-        raise EgressError("IPv6 zone identifiers (%) are refused in URLs.")
+        raise PolicyRefusal("IPv6 zone identifiers (%) are refused in URLs.")
     host = raw.rstrip(".")
     try:
         host = host.encode("idna").decode("ascii") if not host.isascii() else host
     except UnicodeError:
-        raise EgressError(f"The host {raw!r} is not a valid domain name.") from None
+        raise PolicyRefusal(f"The host {raw!r} is not a valid domain name.") from None
     if not host or any(c in host for c in " \\/@?#"):
-        raise EgressError(f"The host {raw!r} is not a valid domain name.")
+        raise PolicyRefusal(f"The host {raw!r} is not a valid domain name.")
     port = port or (443 if scheme == "https" else 80)
     return scheme, host.lower(), port, parts.geturl()
 
@@ -154,7 +159,7 @@ def literal_ip(host: str) -> IP | None:
         try:
             return ipaddress.IPv6Address(host)
         except ValueError:
-            raise EgressError(f"The host {host!r} is not a valid IPv6 address.") from None
+            raise PolicyRefusal(f"The host {host!r} is not a valid IPv6 address.") from None
     return ipv4_literal(host)
 
 
@@ -198,30 +203,30 @@ async def check_url(url: str, network: Network, blocked_domains: Sequence[str] =
     """Parse, resolve and check a URL; return the target pinned to an address that passed."""
     scheme, host, port, clean = split_url(url)
     if host == "localhost" or host.endswith(".localhost"):
-        raise EgressError(f"Refused {host}: it names this machine (loopback).")
+        raise PolicyRefusal(f"Refused {host}: it names this machine (loopback).")
     blocked = domain_matches(host, list(blocked_domains), subdomains=True)
     if blocked:
-        raise EgressError(f"Refused {host}: the owner blocked {blocked} (egress.blocked_domains).")
+        raise PolicyRefusal(f"Refused {host}: the owner blocked {blocked} (egress.blocked_domains).")
     literal = literal_ip(host)
     if literal is not None:
         why = blocked_reason(literal)
         if why:
-            raise EgressError(f"Refused {host}: {literal} is {why}, not a public address.")
+            raise PolicyRefusal(f"Refused {host}: {literal} is {why}, not a public address.")
         canonical = f"[{literal}]" if literal.version == 6 else str(literal)
         netloc = canonical if (port == (443 if scheme == "https" else 80)) else f"{canonical}:{port}"
         clean = urlsplit(clean)._replace(netloc=netloc).geturl()
         return Target(url=clean, scheme=scheme, host=str(literal), port=port, ip=str(literal))
     addresses = await network.resolve(host, port)
     if not addresses:
-        raise EgressError(f"The host {host!r} resolved to no address.")
+        raise PolicyRefusal(f"The host {host!r} resolved to no address.")
     for text in addresses:
         try:
             ip = ipaddress.ip_address(text)
         except ValueError:
-            raise EgressError(f"The host {host!r} resolved to an invalid address.") from None
+            raise PolicyRefusal(f"The host {host!r} resolved to an invalid address.") from None
         why = blocked_reason(ip)
         if why:
-            raise EgressError(
+            raise PolicyRefusal(
                 f"Refused {host}: it resolves to {ip}, which is {why}, not a public address."
             )
     return Target(url=clean, scheme=scheme, host=host, port=port, ip=addresses[0])

@@ -74,8 +74,9 @@ class MemorySaveTool(Tool):
             id=f"{req.id}:memory", session=req.session,
             content=ctx.redactor.redact(arg_str(req, "content")),
             kind=arg_str(req, "kind", "fact"), for_call=req,
+            principal=req.principal, is_owner=req.is_owner,
         )
-        await ctx.bus.publish(ctx.subjects.cmd("memory", "save"), save)
+        await ctx.bus.send(save)
 
 
 class MemorySearchTool(Tool):
@@ -97,8 +98,9 @@ class MemorySearchTool(Tool):
         search = MemorySearch(
             id=f"{req.id}:memory", session=req.session, query=arg_str(req, "query"),
             limit=arg_int(req, "limit", 5), for_call=req,
+            principal=req.principal, is_owner=req.is_owner,
         )
-        await ctx.bus.publish(ctx.subjects.cmd("memory", "search"), search)
+        await ctx.bus.send(search)
 
 
 def core_tools(gate: PolicyGate) -> list[Tool]:

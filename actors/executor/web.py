@@ -4,8 +4,6 @@ saved into the workspace; plus the helpers web_request shares."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -13,8 +11,9 @@ from pathlib import Path
 from actors.executor._http import Body, Head, follow, read_capped
 from actors.executor._limits import RateLimiter
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_str
-from actors.executor.ssrf import EgressError, Network
+from actors.executor.ssrf import EgressError, Network, PolicyRefusal
 from contracts import ToolRequest, ToolSpec
+from kit import safefs
 
 #: Replaced by tests to point "public" names at loopback servers; read at call time.
 NETWORK: Network = Network()
@@ -67,19 +66,19 @@ def describe(head: Head, body: Body, limit: int) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def workspace_path(ctx: ToolContext, save_to: str) -> Path:
-    """Where save_to points inside the workspace; EgressError for anything outside it."""
+def workspace_path(ctx: ToolContext, save_to: str) -> str:
+    """save_to as a path relative to the workspace; EgressError for anything outside it. Links
+    are refused when the file is written (kit.safefs), not resolved here."""
     rel = save_to.strip()
     for prefix in ("/workspace/", "workspace/"):
         if rel.startswith(prefix):
             rel = rel[len(prefix):]
     if not rel or rel.startswith("/") or rel.startswith("~"):
         raise EgressError("save_to must be a file path inside the workspace, e.g. 'downloads/x.zip'.")
-    root = ctx.workspace.resolve()
-    path = (root / rel).resolve()
-    if path == root or root not in path.parents:
-        raise EgressError("save_to must stay inside the workspace (no '..' or links out of it).")
-    return path
+    try:
+        return "/".join(safefs.relative_parts(rel))
+    except safefs.UnsafePath as exc:
+        raise EgressError("save_to must stay inside the workspace (no '..').") from exc
 
 
 class WebFetch(Tool):
@@ -121,7 +120,7 @@ class WebFetch(Tool):
         self.limiter = self.limiter or RateLimiter(egress.fetch_rate_limit)
         refusal = self.limiter.refusal(self.name)
         if refusal:
-            return ToolOutput(ok=False, output=refusal)
+            return ToolOutput(ok=False, output=refusal, refused=True)
         url, save_to = arg_str(req, "url"), arg_str(req, "save_to")
         timeout = request_timeout(req, ctx)
         try:
@@ -132,6 +131,8 @@ class WebFetch(Tool):
                     cap = egress.max_download_bytes if large else egress.approve_download_bytes
                     return await self._save(ctx, url, path, cap, large, timeout)
                 return await self._text(ctx, url, req.arguments.get("raw") is True, timeout)
+        except PolicyRefusal as exc:  # a refused URL is the policy working, not a failure
+            return ToolOutput(ok=False, output=str(exc), refused=True)
         except EgressError as exc:
             return ToolOutput(ok=False, output=str(exc))
         except TimeoutError:
@@ -150,7 +151,7 @@ class WebFetch(Tool):
                             max_hops=ctx.config.egress.max_redirects, timeout=timeout,
                             consume=consume)
 
-    async def _save(self, ctx: ToolContext, url: str, path: Path, cap: int, large: bool,
+    async def _save(self, ctx: ToolContext, url: str, path: str, cap: int, large: bool,
                     timeout: float) -> ToolOutput:
         async def consume(head: Head, chunks: AsyncIterator[bytes]) -> ToolOutput:
             if not 200 <= head.status < 300:
@@ -160,7 +161,7 @@ class WebFetch(Tool):
             declared = int(head.headers.get("content-length", "0") or 0)
             if declared > cap:
                 return ToolOutput(ok=False, output=_too_big(declared, cap, large))
-            return await _write(path, ctx.workspace.resolve(), chunks, cap, large, head)
+            return await _write(path, ctx.workspace, chunks, cap, large, head)
 
         return await follow(url, network(), blocked_domains=ctx.config.egress.blocked_domains,
                             max_hops=ctx.config.egress.max_redirects, timeout=timeout,
@@ -174,24 +175,21 @@ def _too_big(size: int, cap: int, large: bool) -> str:
             "again with large=true to ask the owner to approve a bigger download.")
 
 
-async def _write(path: Path, root: Path, chunks: AsyncIterator[bytes], cap: int, large: bool,
+async def _write(rel: str, root: Path, chunks: AsyncIterator[bytes], cap: int, large: bool,
                  head: Head) -> ToolOutput:
-    """Stream into a temporary file next to path, then rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.part")
+    """Stream into a temporary file next to the target, then rename it into place; never
+    through a link the sandbox planted (kit.safefs)."""
     size = 0
     try:
         # Local disk writes of network-sized chunks: the network is the slow side here.
-        with open(tmp, "wb") as out:  # noqa: ASYNC230
+        with safefs.atomic_writer(root, rel) as out:
             async for chunk in chunks:
                 size += len(chunk)
                 if size > cap:
                     raise EgressError(_too_big(size, cap, large))
                 out.write(chunk)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    except safefs.UnsafePath as exc:
+        return ToolOutput(ok=False, output=f"Nothing was saved: {exc}")
     return ToolOutput(ok=True, output=(
-        f"HTTP {head.status} from {head.url}\nsaved {size} bytes to workspace/"
-        f"{path.relative_to(root)} (content-type: {head.content_type or 'unknown'})"))
+        f"HTTP {head.status} from {head.url}\nsaved {size} bytes to workspace/{rel} "
+        f"(content-type: {head.content_type or 'unknown'})"))

@@ -13,7 +13,7 @@ from actors.executor._http import exchange, read_capped
 from actors.executor._limits import RateLimiter
 from actors.executor._trust import TrustLedger
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_str
-from actors.executor.ssrf import EgressError, check_url, domain_matches
+from actors.executor.ssrf import EgressError, PolicyRefusal, check_url, domain_matches
 from actors.executor.web import describe, network, render_body, request_timeout
 from contracts import ToolRequest, ToolSpec
 
@@ -83,7 +83,7 @@ class WebRequest(Tool):
         self.limiter = self.limiter or RateLimiter(egress.request_rate_limit)
         refusal = self.limiter.refusal(self.name)
         if refusal:
-            return ToolOutput(ok=False, output=refusal)
+            return ToolOutput(ok=False, output=refusal, refused=True)
         timeout = request_timeout(req, ctx)
         try:
             host, standing = await self._standing(req, ctx)
@@ -95,6 +95,8 @@ class WebRequest(Tool):
                 network(), target, method, with_length(headers, content), content, timeout
             ) as (head, chunks):
                 body = await read_capped(head, chunks, egress.max_fetch_bytes)
+        except PolicyRefusal as exc:  # a refused URL is the policy working, not a failure
+            return ToolOutput(ok=False, output=str(exc), refused=True)
         except EgressError as exc:
             return ToolOutput(ok=False, output=str(exc))
         except TimeoutError:

@@ -15,7 +15,8 @@ import msgspec
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
 from actors.heartbeat.jobs import Job, load_jobs, sources_stamp
-from contracts import Notice, Sink, TurnRequest, short_hash, subject_token
+from contracts import Health, Notice, Sink, TurnRequest, short_hash, subject_token
+from contracts.records import ExecutorFacts, JobRun, MemoryFacts, Schedule, ScheduledJob
 from state.holds import task_status
 
 log = logging.getLogger(__name__)
@@ -27,17 +28,14 @@ class HeartbeatActor(Actor):
     async def on_start(self) -> None:
         self.jobs: dict[str, Job] = {}
         self.next_fire: dict[str, float] = {}
-        self.last: dict[str, dict[str, Any]] = {}
+        self.last: dict[str, JobRun] = {}
         self._stamp: tuple[float, ...] | None = None
         self._told: set[str] = set()  # problems already reported to the owner
         self._published = b""
         for key in await self.bus.kv_keys(self.subjects.kv_state, "sched."):
-            raw = await self.bus.kv_get(self.subjects.kv_state, key)
-            if raw:
-                with contextlib.suppress(msgspec.DecodeError):
-                    record = msgspec.json.decode(raw)
-                    if isinstance(record, dict) and record.get("name"):
-                        self.last[str(record["name"])] = record
+            record = await self.bus.kv_get_as(self.subjects.kv_state, key, JobRun)
+            if record is not None and record.name:
+                self.last[record.name] = record
         await self._reload()
         self.spawn(self._loop(), "tick")
 
@@ -79,7 +77,8 @@ class HeartbeatActor(Actor):
         fresh = {job.name: job for job in jobs}
         for name, job in fresh.items():
             if self.jobs.get(name) != job or name not in self.next_fire:
-                last = float(self.last.get(name, {}).get("last") or 0.0)
+                run = self.last.get(name)
+                last = (run.last if run else None) or 0.0
                 nxt = job.when.next_after(now, last, salt=name)
                 if nxt is None:
                     self.next_fire.pop(name, None)
@@ -100,7 +99,7 @@ class HeartbeatActor(Actor):
             sink = Sink.parse(self.config.owner.sink)
             notice = Notice(id=f"heartbeat:notice:{short_hash(text, 16)}", sink=sink,
                             text=text, source="heartbeat")
-            await self.publish(self.subjects.outbound(sink.channel, sink.chat), notice)
+            await self.send(notice)
         except Exception as exc:  # noqa: BLE001 - the log line above already says it
             log.warning("could not tell the owner: %s", exc)
 
@@ -144,27 +143,31 @@ class HeartbeatActor(Actor):
             id=f"task:{job.name}:{suffix}", session=f"task:{job.name}", principal="heartbeat",
             text=text, reply_to=sink, is_owner=True, origin="schedule",
         )
-        await self.publish(self.subjects.inbound("schedule", subject_token(job.name)), turn)
+        await self.send(turn)
         log.info("fired %s %s", job.kind, job.name)
         return "fired"
 
     async def _record(self, name: str, due: float, outcome: str) -> None:
-        record = {"name": name, "last": due, "outcome": outcome,
-                  "fires": int(self.last.get(name, {}).get("fires", 0)) + (outcome == "fired")}
+        before = self.last.get(name)
+        record = JobRun(name=name, last=due, outcome=outcome,
+                        fires=(before.fires if before else 0) + (outcome == "fired"))
         self.last[name] = record
         with contextlib.suppress(Exception):
             await self.bus.kv_put(self.subjects.kv_state, f"sched.{subject_token(name)}",
-                                  msgspec.json.encode(record))
+                                  record)
 
     async def _publish_schedule(self) -> None:
         """The schedule as `wintermute tasks` shows it (wm_state key `schedule`)."""
-        rows = [{"name": j.name, "kind": j.kind, "when": j.describe(), "prompt": j.prompt,
-                 "sink": j.sink or self.config.owner.sink,
-                 "next": self.next_fire.get(j.name), **{
-                     k: self.last.get(j.name, {}).get(k) for k in ("last", "outcome", "fires")}}
-                for j in self.jobs.values()]
-        doc = msgspec.json.encode({"enabled": self.settings.agent.heartbeat.enabled,
-                                   "jobs": rows})
+        rows = []
+        for j in self.jobs.values():
+            run = self.last.get(j.name)
+            rows.append(msgspec.convert({
+                "name": j.name, "kind": j.kind, "when": j.describe(), "prompt": j.prompt,
+                "sink": j.sink or self.config.owner.sink, "next": self.next_fire.get(j.name),
+                "last": run.last if run else None, "outcome": run.outcome if run else None,
+                "fires": run.fires if run else None}, ScheduledJob))
+        doc = msgspec.json.encode(Schedule(enabled=self.settings.agent.heartbeat.enabled,
+                                           jobs=rows))
         if doc != self._published:
             with contextlib.suppress(Exception):
                 await self.bus.kv_put(self.subjects.kv_state, "schedule", doc)
@@ -173,20 +176,20 @@ class HeartbeatActor(Actor):
     async def _disabled(self, name: str) -> bool:
         """The supervisor disabled this task after repeated failures (until the owner enables it)."""
         record = await task_status(self.bus, name)
-        if record.get("status") == "disabled":
+        if record.status == "disabled":
             log.info("scheduled task %s is disabled by the supervisor (%s); skipped", name,
-                     record.get("reason", ""))
+                     record.reason)
             return True
         return False
 
-    async def _health(self) -> dict[str, Any]:
+    async def _health(self) -> dict[str, Health]:
         bucket = self.subjects.kv_health
-        actors: dict[str, Any] = {}
+        actors: dict[str, Health] = {}
         try:
             for key in await self.bus.kv_keys(bucket):
-                value = await self.bus.kv_get(bucket, key)
-                if value:
-                    actors[key] = json.loads(value)
+                value = await self.bus.kv_get_as(bucket, key, Health)
+                if value is not None:
+                    actors[key] = value
         except Exception as exc:  # noqa: BLE001 - NATS restarting: next tick
             log.debug("health read: %s", exc)
         return actors
@@ -200,7 +203,7 @@ class HeartbeatActor(Actor):
             "status": "running",
             "last_heartbeat": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "actors": {
-                name: {"pid": h.get("pid"), "healthy": time.time() - h.get("ts", 0) < stale}
+                name: {"pid": h.pid, "healthy": time.time() - h.ts < stale}
                 for name, h in actors.items()
             },
             "budget_today": {
@@ -214,13 +217,9 @@ class HeartbeatActor(Actor):
         tmp.replace(path)
 
     async def _write_identity(self) -> None:
-        executor = await self.bus.kv_get(self.subjects.kv_state, "executor")
-        memory = await self.bus.kv_get(self.subjects.kv_state, "memory")
-        text = render_identity(
-            self.settings,
-            json.loads(executor) if executor else {},
-            json.loads(memory) if memory else {},
-        )
+        executor = await self.bus.kv_get_as(self.subjects.kv_state, "executor", ExecutorFacts)
+        memory = await self.bus.kv_get_as(self.subjects.kv_state, "memory", MemoryFacts)
+        text = render_identity(self.settings, executor, memory)
         path = self.home / "IDENTITY.md"
         try:
             if path.read_text() == text:

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from contracts.config import Settings
+from contracts.records import ExecutorFacts, MemoryFacts
 
 
-def render_identity(settings: Settings, executor: dict[str, Any], memory: dict[str, Any]) -> str:
+def render_identity(settings: Settings, executor: ExecutorFacts | None,
+                    memory: MemoryFacts | None) -> str:
     """Markdown describing models, tools, executor mode, memory and schedule as they are now."""
     cfg = settings.config
     models = cfg.models
     default = models.default or "(none configured: every message gets setup instructions)"
     roles = ", ".join(f"{k} = {v}" for k, v in models.roles.items()) or "none"
     fallback = ", ".join(models.fallback) or "none"
-    tools = ", ".join(executor.get("tools", [])) or "unknown (executor not started yet)"
-    counts = memory.get("counts", {})
+    tools = (", ".join(executor.tools) if executor else "") or "unknown (executor not started yet)"
+    counts = memory.counts if memory else {}
     total = sum(counts.values()) if counts else 0
     by_kind = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "none yet"
     tasks = settings.agent.scheduled_tasks
@@ -39,7 +39,7 @@ your conversation.
 
 ## Tools
 - core: {tools}
-- executor mode: {executor.get("note") or executor.get("mode", "unknown")}
+- executor mode: {(executor.note or executor.mode) if executor else "unknown"}
 - at most {cfg.budget.max_tool_calls_per_turn} tool calls per turn
 
 ## Memory

@@ -29,4 +29,4 @@ async def answer_call(actor: Any, call: ToolRequest, response: LlmResponse) -> N
         call_id=call.call_id, name=call.name, ok=ok, output=_redactor(actor).redact(text),
         reply_to=call.reply_to,
     )
-    await actor.publish(actor.subjects.evt("tool", "result", call.session), result)
+    await actor.send(result)

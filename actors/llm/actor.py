@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
-from bus import Subscription
+from bus import tracing
 from contracts import LlmPreview, LlmRequest, LlmResponse
 from kit.secrets import load_dotenv
 from state import budget
@@ -29,6 +29,9 @@ NO_MODEL = (
     'with default = "openai/<the model name it serves>"; for Ollama set OLLAMA_HOST.'
 )
 
+#: Preview cadence for a request that asks for a preview without saying how often.
+DEFAULT_PREVIEW_INTERVAL = 1.5
+
 PROVIDER_VARS = (
     "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY",
     "OPENAI_BASE_URL", "OLLAMA_HOST", "OLLAMA_API_KEY",
@@ -37,6 +40,7 @@ PROVIDER_VARS = (
 
 class LlmActor(Actor):
     name = "llm"
+    inbox = LlmRequest
 
     async def on_start(self) -> None:
         # Keys live in .env; only this process reads the provider ones into its environment.
@@ -50,14 +54,6 @@ class LlmActor(Actor):
             module = sdks.get(spec.split("/", 1)[0])
             if module:
                 await asyncio.to_thread(importlib.import_module, module)
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        sub = Subscription(
-            s.stream_cmd, "llm", (s.cmd("llm", "*"),), ordered_by="",
-            concurrency=8,
-        )
-        return [(sub, LlmRequest)]
 
     def chain(self, role: str) -> list[str]:
         """Models to try, in order: role (or skill) override or default, then the fallbacks."""
@@ -80,8 +76,7 @@ class LlmActor(Actor):
 
             await answer_call(self, req.for_call, response)
             return
-        subject = self.subjects.evt("llm", "response", req.session)
-        await self.publish(subject, response)
+        await self.send(response)
 
     async def _respond(self, req: LlmRequest) -> LlmResponse:
         base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
@@ -111,6 +106,11 @@ class LlmActor(Actor):
                 failures.append(f"{spec}: {exc.message}")
                 continue
             tokens = done.usage.input_tokens + done.usage.output_tokens
+            tracing.annotate({  # GenAI semantic conventions on the handling span
+                "gen_ai.operation.name": "chat", "gen_ai.system": spec.split("/", 1)[0],
+                "gen_ai.request.model": spec.split("/", 1)[-1],
+                "gen_ai.usage.input_tokens": done.usage.input_tokens,
+                "gen_ai.usage.output_tokens": done.usage.output_tokens})
             await budget.add(self.bus, budget.day_key(), tokens)
             await budget.add(self.bus, budget.session_key(req.session), tokens)
             return LlmResponse(
@@ -134,7 +134,8 @@ class LlmActor(Actor):
         sink = req.preview_to
         if sink is None:
             return None
-        every = self.config.channels.telegram.preview_interval_secs
+        # The channel's cadence travels on the request; an older planner's request has none.
+        every = req.preview_interval or DEFAULT_PREVIEW_INTERVAL
         last_at, last_len, seq = time.monotonic(), 0, 0
 
         async def on_text(text: str) -> None:
@@ -148,7 +149,7 @@ class LlmActor(Actor):
                 step=req.step, request_id=req.id, seq=seq, text=text, sink=sink,
             )
             try:
-                await self.publish(self.subjects.evt("llm", "preview", req.session), preview)
+                await self.send(preview)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a lost preview changes nothing

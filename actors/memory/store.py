@@ -1,136 +1,204 @@
-"""Synchronous LanceDB-backed memory store with native full-text search and a keyword fallback."""
+"""The memory table in LanceDB: hybrid search (BM25 full text + vectors, fused by reciprocal
+rank), scoped, with indexes so a search never scans the whole table.
+
+Indexes: a native full-text (inverted) index on `content`, bitmap indexes on `scope` and
+`status` (the prefilter of every search), and a vector index once there are enough vectors
+(`VECTOR_INDEX_MIN`; below that a flat search over the prefiltered rows is fast). New rows are
+folded into the indexes by `optimize()`; until then Lance searches them flat, so a memory is
+findable as soon as it is saved.
+
+Vectors come from the `[models] embedding` model (actors/memory/embedding.py). Which model made
+the stored vectors is recorded in `embedding.json` beside the table; with another model (or
+none, or one that fails) the store searches full text only and says so in `warning`, until
+`reembed()` (``wintermute memory reembed``) rebuilds the vectors.
+"""
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from contracts.memory import MemoryHit
+from actors.memory import _lance
+from actors.memory._vectors import Vectors
+from actors.memory.embedding import Embedder, EmbeddingUnavailable
+from contracts.memory import MemoryHit, MemoryRecord
 
 log = logging.getLogger(__name__)
 
 TABLE = "memories"
-KINDS = frozenset({"fact", "procedure", "episode", "skill", "note"})
-OPTIMIZE_EVERY = 50  # writes between folding new rows into the FTS index / compacting fragments
-_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status"]
-_TOKEN = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
-    "a an and are as at be by for from has have i in is it its me my of on or that the this "
-    "to was were what when where which who why will with you your".split()
-)
-
-
-def _schema() -> Any:
-    """Arrow schema of the memories table."""
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            pa.field("id", pa.string(), nullable=False),
-            pa.field("kind", pa.string()),
-            pa.field("content", pa.string()),
-            pa.field("tags", pa.list_(pa.string())),
-            pa.field("session", pa.string()),
-            pa.field("created", pa.float64()),
-            pa.field("status", pa.string()),
-        ]
-    )
-
-
-def _sql_str(value: str) -> str:
-    """Quote a value as an SQL string literal."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _terms(text: str) -> list[str]:
-    """Lower-cased word tokens minus stop words, for the keyword fallback."""
-    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP and len(t) > 1]
+KINDS = frozenset({"fact", "preference", "procedure", "episode", "skill", "note"})
+STATUSES = frozenset({"active", "archived", "proposed", "rejected"})
+OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
+VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
+_HIT_COLUMNS = ["id", "kind", "content", "scope"]
 
 
 class MemoryStore:
-    """A LanceDB table of memories; every method is blocking and serialised by a lock."""
+    """A LanceDB table of memories; every method is blocking, writes are serialised by a lock."""
 
-    def __init__(self, path: Path) -> None:
-        """Open or create the database at `path` and provision the table and FTS index."""
+    def __init__(self, path: Path, embedder: Embedder | None = None) -> None:
+        """Open or create the table at `path`, migrate it and provision its indexes."""
         import lancedb  # 2 s import: kept local so only the memory actor pays it
 
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
+        self.embedder = embedder
+        self.vectors = Vectors(self.path / "embedding.json", embedder)
         self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-fts")
         self._writes = 0
         self._db = lancedb.connect(str(self.path))
-        self._table = self._db.create_table(TABLE, schema=_schema(), exist_ok=True)
-        self._fts_ok = self._ensure_fts_index()
+        self._table = _lance.open_table(self._db, TABLE)
+        self._fts_ok = _lance.ensure_indexes(self._table)
+        self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
+        # memories without a vector (from before vectors, or saved while the model was down)
+        self.vectors.unembedded = _lance.without_vectors(self._table) if embedder else 0
 
-    def _ensure_fts_index(self) -> bool:
-        """Create the native (Lance inverted) FTS index on `content` unless it exists."""
-        from lancedb.index import FTS
+    # -- vectors (state in _vectors.py) -------------------------------------------------
 
-        try:
-            for index in self._table.list_indices():
-                if index.index_type == "FTS" and list(index.columns) == ["content"]:
-                    return True
-            self._table.create_index("content", config=FTS(), replace=False)
-            return True
-        except Exception as exc:  # another process won the race, or FTS unavailable
-            log.warning("memory store: FTS index unavailable (%s); keyword fallback only", exc)
-            return any(i.index_type == "FTS" for i in self._safe_indices())
+    @property
+    def warning(self) -> str:
+        """Why search is full-text only right now, and what to do; empty when it is hybrid."""
+        return self.vectors.warning
 
-    def _safe_indices(self) -> list[Any]:
-        """List indices, or nothing if listing fails."""
-        try:
-            return list(self._table.list_indices())
-        except Exception:
-            return []
+    @property
+    def hybrid(self) -> bool:
+        """Whether searches use vectors now."""
+        return self.vectors.usable
 
-    def save(
-        self,
-        content: str,
-        *,
-        kind: str = "fact",
-        tags: Iterable[str] = (),
-        session: str = "",
-        id: str | None = None,
-    ) -> str:
-        """Insert a memory unless a row with the same id exists; return its id."""
+    @property
+    def unembedded(self) -> int:
+        """Active memories without a vector."""
+        return self.vectors.unembedded
+
+    def disable_vectors(self, reason: str) -> None:
+        """Search full text only, for `reason` (e.g. an invalid `[models] embedding`)."""
+        self.vectors.problem = reason
+
+    def status_note(self) -> str:
+        """The warning for `status`: full-text only, or memories that lack vectors."""
+        return self.vectors.note()
+
+    def _embed(self, texts: list[str]) -> list[list[float]] | None:
+        vectors = self.vectors.embed(texts)
+        if vectors is not None and not self.vectors.model:
+            with self._lock:  # the first vectors: this model owns the column now
+                _lance.set_vector_column(self._table, len(vectors[0]))
+                self.vectors.record(len(vectors[0]))
+        return vectors
+
+    # -- writes --------------------------------------------------------------------------
+
+    def save(self, content: str, *, kind: str = "fact", tags: Iterable[str] = (),
+             session: str = "", scope: str = "", id: str | None = None,
+             created: float | None = None, status: str = "active", confidence: float = 1.0,
+             source: str = "") -> str:
+        """Insert a memory unless a row with the same id exists; return its id.
+
+        `scope` defaults to the memory's own session (see actors/memory/scopes.py).
+        """
         content = content.strip() if isinstance(content, str) else ""
         if not content:
             raise ValueError("memory content must not be empty")
         if kind not in KINDS:
             raise ValueError(f"unknown memory kind {kind!r}; expected one of {sorted(KINDS)}")
         mem_id = id or uuid.uuid4().hex
-        row = {
-            "id": mem_id,
-            "kind": kind,
-            "content": content,
-            "tags": [str(t) for t in tags],
-            "session": session,
-            "created": time.time(),
-            "status": "active",
+        vectors = self._embed([content])
+        row: dict[str, Any] = {
+            "id": mem_id, "kind": kind, "content": content, "tags": [str(t) for t in tags],
+            "session": session, "created": created or time.time(), "status": status,
+            "scope": scope or f"session:{session}", "confidence": confidence, "source": source,
         }
+        if vectors is not None:
+            row["vector"] = vectors[0]
         with self._lock:
-            self._table.merge_insert("id").when_not_matched_insert_all().execute([row])
+            inserted = _lance.insert_new(self._table, [row])
+            self._counts[kind] += inserted if status == "active" else 0
+            if vectors is None and self.embedder is not None:
+                self.vectors.unembedded += inserted
             self._after_write()
         return mem_id
 
+    def add_many(self, records: list[MemoryRecord],
+                 vectors: list[list[float]] | None = None, batch: int = 256) -> int:
+        """Insert validated records as they are (scope, status, created kept) in batches,
+        embedding them unless `vectors` are given; returns how many were new."""
+        added = 0
+        for start in range(0, len(records), batch):
+            part = records[start : start + batch]
+            vecs = (vectors[start : start + batch] if vectors is not None
+                    else self._embed([r.content for r in part]))
+            rows = [{"id": r.id, "kind": r.kind, "content": r.content, "tags": r.tags,
+                     "session": r.session, "created": r.created or time.time(),
+                     "status": r.status, "scope": r.scope, "confidence": r.confidence,
+                     "source": r.source} for r in part]
+            if vecs is not None:
+                if not self.vectors.model and self.embedder is not None:
+                    self._embed([part[0].content])  # claims the vector column for the model
+                for row, vec in zip(rows, vecs, strict=True):
+                    row["vector"] = vec
+            with self._lock:
+                inserted = _lance.insert_new(self._table, rows)
+                added += inserted
+                self._writes += inserted
+        with self._lock:
+            self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
+            if added >= OPTIMIZE_EVERY:
+                self._optimize_locked()
+        return added
+
+    def missing(self, ids: list[str]) -> set[str]:
+        """The ids among `ids` that are not in the table."""
+        if not ids:
+            return set()
+        where = "id IN (" + ", ".join(_lance.sql_str(i) for i in ids) + ")"
+        return set(ids) - set(_lance.column(self._table, "id", where))
+
+    def forget(self, id: str, scopes: Iterable[str] | None = None) -> bool:
+        """Archive an active memory (only within `scopes` when given); True if one was."""
+        return self.set_status(id, "active", "archived", scopes)
+
+    def set_status(self, id: str, old: str, new: str,
+                   scopes: Iterable[str] | None = None) -> bool:
+        """Move a memory from status `old` to `new` (e.g. proposed -> active); True if it was."""
+        where = f"id = {_lance.sql_str(id)} AND status = {_lance.sql_str(old)}"
+        if scopes is not None:
+            where += " AND " + _lance.scope_in(scopes)
+        with self._lock:
+            kinds = _lance.column(self._table, "kind", where)
+            if not kinds:
+                return False
+            self._table.update(where=where, values={"status": new})
+            self._counts[kinds[0]] += (new == "active") - (old == "active")
+            self._after_write()
+        return True
+
+    def known(self, content: str, scope: str) -> bool:
+        """Whether this exact content is already remembered or proposed in `scope`."""
+        where = (f"content = {_lance.sql_str(content.strip())} AND scope = {_lance.sql_str(scope)}"
+                 " AND status IN ('active', 'proposed')")
+        return bool(_lance.rows(self._table, where, ["id"], limit=1))
+
     def _after_write(self) -> None:
-        """Every OPTIMIZE_EVERY writes, fold new rows into the index and compact (lock held)."""
+        """Every OPTIMIZE_EVERY writes, fold new rows into the indexes (lock held)."""
         self._writes += 1
         if self._writes % OPTIMIZE_EVERY == 0:
             self._optimize_locked()
 
     def _optimize_locked(self) -> None:
-        """Run LanceDB optimize, logging instead of raising."""
         try:
             self._table.optimize()
-        except Exception as exc:
+            if self.hybrid:
+                _lance.ensure_vector_index(self._table, VECTOR_INDEX_MIN)
+        except Exception as exc:  # noqa: BLE001 - an index catching up later is harmless
             log.warning("memory store: optimize failed: %s", exc)
 
     def optimize(self) -> None:
@@ -138,103 +206,115 @@ class MemoryStore:
         with self._lock:
             self._optimize_locked()
 
-    def search(self, query: str, limit: int = 5) -> list[MemoryHit]:
-        """Return active memories matching `query`, best first; never raises on odd queries."""
+    # -- reads ---------------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 5,
+               scopes: Iterable[str] | None = ()) -> list[MemoryHit]:
+        """Active memories in `scopes` matching `query`, best first; never raises on odd queries.
+
+        No scopes, no results: a caller must say whose memories it may see. None means every
+        scope, for the owner's command line only.
+        """
         if limit <= 0 or not query or not query.strip():
             return []
-        with self._lock:
-            hits: list[MemoryHit] = []
-            if self._fts_ok:
-                try:
-                    hits = self._fts(query, limit)
-                except Exception as exc:
-                    log.warning("memory store: FTS query failed (%s); using keyword fallback", exc)
-            if not hits:
-                try:
-                    hits = self._keyword(query, limit)
-                except Exception as exc:
-                    log.warning("memory store: keyword fallback failed: %s", exc)
-            return hits
+        where = "status = 'active'"
+        if scopes is not None:
+            scopes = list(scopes)
+            if not any(scopes):
+                return []
+            where += " AND " + _lance.scope_in(scopes)
+        # The full-text leg runs beside the query's embedding and the vector leg: LanceDB and
+        # onnxruntime release the GIL, so a recall costs about the slower leg, not the sum.
+        text = self._pool.submit(self._fts_leg, query, where, limit * 2) if self._fts_ok else None
+        ranked: list[list[MemoryHit]] = []
+        vectors = self._embed([query]) if self.hybrid else None
+        if vectors is not None:
+            try:
+                ranked.append(_lance.nearest(self._table, vectors[0], where, limit * 2,
+                                             _HIT_COLUMNS))
+            except Exception as exc:  # noqa: BLE001 - one leg failing leaves the other
+                log.warning("memory store: vector query failed: %s", exc)
+        if text is not None:
+            ranked.insert(0, text.result())
+        return fuse(ranked, limit)
 
-    def _fts(self, query: str, limit: int) -> list[MemoryHit]:
-        """BM25 search via the native index; unindexed rows are flat-searched by Lance."""
-        from lancedb.query import MatchQuery
-
-        match = MatchQuery(query, "content")  # type: ignore[call-arg]  # pydantic defaults
-        rows = (
-            self._table.search(match, query_type="fts")
-            .where("status = 'active'", prefilter=True)
-            .select(["id", "kind", "content", "_score"])  # naming _score avoids a lance warning
-            .limit(limit)
-            .to_list()
-        )
-        hits = [
-            MemoryHit(
-                id=r["id"],
-                kind=r["kind"],
-                content=r["content"],
-                score=float(r.get("_score") or 0.0),
-            )
-            for r in rows
-        ]
-        return sorted(hits, key=lambda h: h.score, reverse=True)
-
-    def _keyword(self, query: str, limit: int) -> list[MemoryHit]:
-        """Score active rows by query-term overlap (fraction of terms, tf as tie-break)."""
-        q = set(_terms(query))
-        if not q:
+    def _fts_leg(self, query: str, where: str, limit: int) -> list[MemoryHit]:
+        try:
+            return _lance.fts(self._table, query, where, limit, _HIT_COLUMNS)
+        except Exception as exc:  # noqa: BLE001 - odd query syntax: the vector leg still answers
+            log.warning("memory store: full-text query failed: %s", exc)
             return []
-        scored: list[tuple[float, float, MemoryHit]] = []
-        for r in self._active_rows(["id", "kind", "content", "created"]):
-            tf = Counter(_terms(r["content"]))
-            matched = [t for t in q if t in tf]
-            if not matched:
-                continue
-            score = len(matched) / len(q) + 0.01 * min(sum(tf[t] for t in matched), 10)
-            hit = MemoryHit(id=r["id"], kind=r["kind"], content=r["content"], score=score)
-            scored.append((score, r["created"] or 0.0, hit))
-        scored.sort(key=lambda s: (s[0], s[1]), reverse=True)
-        return [s[2] for s in scored[:limit]]
 
-    def _active_rows(self, columns: list[str]) -> list[dict[str, Any]]:
-        """All active rows (selected columns) as dicts."""
-        import pyarrow.compute as pc
+    def recent(self, scopes: Iterable[str] | None = None, limit: int = 50,
+               kind: str = "", status: str = "active") -> list[MemoryRecord]:
+        """Memories with `status` (in `scopes` when given), newest first."""
+        where = f"status = {_lance.sql_str(status)}"
+        if scopes is not None:
+            where += " AND " + _lance.scope_in(scopes)
+        if kind:
+            where += f" AND kind = {_lance.sql_str(kind)}"
+        rows = _lance.rows(self._table, where, _lance.RECORD_COLUMNS)
+        rows.sort(key=lambda r: r["created"] or 0.0, reverse=True)
+        return [_lance.record(r) for r in rows[: max(0, limit)]]
 
-        table = self._table.to_arrow().select(_COLUMNS)
-        table = table.filter(pc.equal(table["status"], "active"))
-        rows: list[dict[str, Any]] = table.select(columns).to_pylist()
-        return rows
+    def export(self, scopes: Iterable[str] | None = None) -> list[MemoryRecord]:
+        """Every memory (archived ones too), oldest first, for a JSONL backup."""
+        where = "" if scopes is None else _lance.scope_in(scopes)
+        rows = _lance.rows(self._table, where, _lance.RECORD_COLUMNS)
+        rows.sort(key=lambda r: r["created"] or 0.0)
+        return [_lance.record(r) for r in rows]
 
     def count(self) -> int:
-        """Number of active memories."""
-        with self._lock:
-            return int(self._table.count_rows("status = 'active'"))
+        """Number of active memories (kept as a counter: no table scan)."""
+        return sum(self._counts.values())
 
     def counts_by_kind(self) -> dict[str, int]:
         """Active memories per kind."""
-        with self._lock:
-            return dict(Counter(r["kind"] for r in self._active_rows(["kind"])))
+        return {k: n for k, n in self._counts.items() if n > 0}
 
     def get(self, id: str) -> MemoryHit | None:
         """The memory with this id (any status), or None."""
-        with self._lock:
-            rows = (
-                self._table.search()
-                .where(f"id = {_sql_str(id)}")
-                .select(["id", "kind", "content"])
-                .limit(1)
-                .to_list()
-            )
-        if not rows:
-            return None
-        r = rows[0]
-        return MemoryHit(id=r["id"], kind=r["kind"], content=r["content"])
+        rows = _lance.rows(self._table, f"id = {_lance.sql_str(id)}", _HIT_COLUMNS, limit=1)
+        return _lance.hit(rows[0]) if rows else None
 
-    def forget(self, id: str) -> bool:
-        """Archive an active memory; True if one was archived."""
+    # -- re-embedding --------------------------------------------------------------------
+
+    def reembed(self, progress: Callable[[int, int], None] = lambda done, total: None,
+                batch: int = 64) -> int:
+        """Rebuild every vector with the current model; returns how many were embedded."""
+        if self.embedder is None:
+            raise EmbeddingUnavailable("no embedding model is configured ([models] embedding)")
+        rows = _lance.rows(self._table, "", ["id", "content"])
+        dim = self.embedder.dim
         with self._lock:
-            result = self._table.update(
-                where=f"id = {_sql_str(id)} AND status = 'active'", values={"status": "archived"}
-            )
-            self._after_write()
-        return int(getattr(result, "rows_updated", 0) or 0) > 0
+            _lance.set_vector_column(self._table, dim, replace=True)
+            self.vectors.clear()
+        progress(0, len(rows))
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            vectors = self.embedder.embed([r["content"] for r in part])
+            with self._lock:
+                _lance.set_vectors(self._table, [r["id"] for r in part], vectors, dim)
+            progress(start + len(part), len(rows))
+        self.vectors.record(dim)
+        self.vectors.unembedded = 0
+        self.optimize()
+        return len(rows)
+
+
+def fuse(ranked: list[list[MemoryHit]], limit: int) -> list[MemoryHit]:
+    """Reciprocal rank fusion: each list adds 1/(RRF_K + rank) to a memory's score."""
+    scores: dict[str, float] = {}
+    first: dict[str, MemoryHit] = {}
+    for hits in ranked:
+        for rank, hit in enumerate(hits):
+            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (RRF_K + rank + 1)
+            first.setdefault(hit.id, hit)
+    best = sorted(scores, key=lambda i: scores[i], reverse=True)[:limit]
+    return [_with_score(first[i], scores[i]) for i in best]
+
+
+def _with_score(hit: MemoryHit, score: float) -> MemoryHit:
+    import msgspec
+
+    return msgspec.structs.replace(hit, score=score)

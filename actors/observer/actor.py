@@ -1,4 +1,5 @@
-"""The observer: the JSONL event log of everything on the bus, and session-idle events."""
+"""The observer: the JSONL event log of everything on the bus, session-idle events, and
+learning from idle sessions (_learn.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
-from bus import Subscription
 from contracts import SessionIdle
 
 log = logging.getLogger(__name__)
@@ -21,6 +21,7 @@ _peek = msgspec.json.Decoder(dict[str, Any])
 
 class ObserverActor(Actor):
     name = "observer"
+    inbox = msgspec.Raw
 
     async def on_start(self) -> None:
         logs = self.home / "logs"
@@ -28,21 +29,10 @@ class ObserverActor(Actor):
         self.log_path = logs / "events.jsonl"
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
-        self.spawn(self._idle_loop(), "idle")
+        from actors.observer._learn import Learner
 
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        subs = []
-        for stream, durable in (
-            (s.stream_in, "observer-in"), (s.stream_out, "observer-out"),
-            (s.stream_cmd, "observer-cmd"), (s.stream_evt, "observer-evt"),
-            (s.stream_dlq, "observer-dlq"),
-        ):
-            # Raw: the observer logs whatever arrives, garbage included, and never rejects it.
-            sub = Subscription(stream, durable, (f"{s.p}.>",), ordered_by="", dedupe=False,
-                               concurrency=1)
-            subs.append((sub, msgspec.Raw))
-        return subs
+        self.learner = Learner(self)
+        self.spawn(self._idle_loop(), "idle")
 
     async def handle(self, raw: msgspec.Raw) -> None:
         data = bytes(raw)
@@ -62,6 +52,9 @@ class ObserverActor(Actor):
         session = payload.get("session")
         if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):
             self.last_activity[session] = time.time()
+        self.learner.seen(payload)
+        if payload.get("type") == "llm.response":
+            await self.learner.answered(payload)
 
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs
@@ -74,7 +67,8 @@ class ObserverActor(Actor):
                         id=f"idle:{session}:{int(last)}", session=session, idle_secs=now - last,
                         last_activity=last,
                     )
-                    await self.publish(self.subjects.evt("session", "idle", session), event)
+                    await self.send(event)
                     self.idle_sent[session] = last
                     del self.last_activity[session]
+                    await self.learner.idle(session, event.id)
             await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

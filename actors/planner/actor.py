@@ -13,12 +13,9 @@ import asyncio
 import logging
 from typing import Any
 
-import msgspec
-
 from actors.base import Actor
 from actors.planner import context
 from actors.planner.state import SessionState, TurnState, dump, load
-from bus import Subscription
 from contracts import (
     ChatMessage,
     LlmRequest,
@@ -39,34 +36,15 @@ from contracts import (
 log = logging.getLogger(__name__)
 
 PlannerInbox = TurnRequest | Recalled | LlmResponse | ToolResult | SessionReset
-_tools_dec = msgspec.json.Decoder(list[ToolSpec])
 
 
 class PlannerActor(Actor):
     name = "planner"
+    inbox = PlannerInbox
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._locks: dict[str, asyncio.Lock] = {}
-
-    def subscriptions(self) -> list[tuple[Subscription, Any]]:
-        s = self.subjects
-        return [
-            (Subscription(s.stream_in, "planner-in", (f"{s.p}.in.>",)), PlannerInbox),
-            (
-                Subscription(
-                    s.stream_evt,
-                    "planner-evt",
-                    (
-                        f"{s.p}.evt.llm.response.>",
-                        f"{s.p}.evt.tool.result.>",
-                        f"{s.p}.evt.memory.recalled.>",
-                    ),
-                ),
-                PlannerInbox,
-            ),
-            (Subscription(s.stream_cmd, "planner-cmd", (s.cmd("planner", "*"),)), PlannerInbox),
-        ]
 
     # -- state -----------------------------------------------------------------------------
 
@@ -96,7 +74,7 @@ class PlannerActor(Actor):
             case LlmResponse():
                 return await self._on_llm(state, msg)
             case ToolResult(deferred=True):
-                return await self._on_turn(state, self._deferred_turn(msg))
+                return await self._on_turn(state, self._deferred_turn(state, msg))
             case ToolResult():
                 return await self._on_tool(state, msg)
             case SessionReset():
@@ -111,6 +89,8 @@ class PlannerActor(Actor):
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
+        if req.origin == "user":
+            state.preview_interval, state.preview_sink = req.preview_interval, req.reply_to
         if state.active is not None:
             state.queue.append(req)
             return True
@@ -119,10 +99,11 @@ class PlannerActor(Actor):
 
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
         state.active = TurnState(request=req)
-        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text)
-        await self.publish(self.subjects.cmd("memory", "recall"), recall)
+        recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
+                        principal=req.principal, is_owner=req.is_owner)
+        await self.send(recall)
 
-    def _deferred_turn(self, result: ToolResult) -> TurnRequest:
+    def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
         status = "succeeded" if result.ok else "failed"
         text = (
             f"[Event] The earlier {result.name} call {result.call_id} {status} after its turn "
@@ -134,6 +115,8 @@ class PlannerActor(Actor):
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
             reply_to=sink, is_owner=True, origin="event",
+            # The chat's preview cadence, as its channel set it on the session's last user turn.
+            preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
 
     async def _on_recalled(self, state: SessionState, msg: Recalled) -> bool:
@@ -141,7 +124,8 @@ class PlannerActor(Actor):
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
         budget_note = await self._budget_note()
-        system = context.system_prompt(self.settings, msg.hits, budget_note)
+        system = context.system_prompt(self.settings, msg.hits, budget_note, msg.owner_context,
+                                       state.summary)
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -156,18 +140,14 @@ class PlannerActor(Actor):
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
-            preview_to=self._preview_to(turn.request),
+            preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
+            preview_interval=turn.request.preview_interval,
         )
-        await self.publish(self.subjects.cmd("llm", "complete"), req)
-
-    def _preview_to(self, req: TurnRequest) -> Sink | None:
-        """Where the answer may be shown while it is written: Telegram chats, not scheduled turns."""
-        sink = req.reply_to
-        if sink.channel == "telegram" and self.config.channels.telegram.preview:
-            return sink if req.origin != "schedule" else None
-        return None
+        await self.send(req)
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.turn_id.endswith(":summary"):
+            return self._on_summary(state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -200,9 +180,9 @@ class PlannerActor(Actor):
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to,
+                reply_to=turn.request.reply_to, principal=turn.request.principal,
             )
-            await self.publish(self.subjects.cmd("executor", "run"), req)
+            await self.send(req)
         await self._maybe_continue(state, turn)
         return True
 
@@ -243,14 +223,32 @@ class PlannerActor(Actor):
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
         )
-        await self.publish(self.subjects.outbound(req.reply_to.channel, req.reply_to.chat), reply)
+        await self.send(reply)
         if record:
-            state.append_history(turn.messages[turn.new_from :])
+            dropped = state.append_history(turn.messages[turn.new_from :])
+            if dropped:  # older history leaves the context: fold it into the rolling summary
+                await self._summarize(state, turn.turn_id, dropped)
         state.remember_turn(turn.turn_id)
         state.active = None
         if state.queue:
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
+
+    async def _summarize(self, state: SessionState, turn_id: str,
+                         dropped: list[ChatMessage]) -> None:
+        req = LlmRequest(
+            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
+            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
+            max_tokens=800,
+        )
+        await self.send(req)
+
+    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
+        if msg.error or not msg.content.strip():
+            log.warning("no conversation summary: %s", msg.error or "empty answer")
+            return False
+        state.summary = msg.content.strip()[:4000]
+        return True
 
     async def _task_outcome(self, turn: TurnState, failure: str) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks)."""
@@ -259,14 +257,14 @@ class PlannerActor(Actor):
         task = turn.request.session.removeprefix("task:")
         outcome = TaskOutcome(id=f"{turn.turn_id}:task", task=task, turn_id=turn.turn_id,
                               ok=not failure, reason=failure[:500])
-        await self.publish(self.subjects.evt("task", "outcome", task), outcome)
+        await self.send(outcome)
 
     # -- shared facts ------------------------------------------------------------------------
 
     async def _tools(self) -> list[ToolSpec]:
         """Tool definitions the executor published; none if it has not started yet."""
-        data = await self.bus.kv_get(self.subjects.kv_state, "tools")
-        return _tools_dec.decode(data) if data else []
+        tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
+        return tools or []
 
     async def _budget_note(self) -> str:
         from state.budget import budget_note

@@ -17,17 +17,46 @@ def _read(path: Path) -> str:
         return ""
 
 
-def system_prompt(settings: Settings, memories: list[MemoryHit], budget_note: str) -> str:
-    """The system message for one turn, rebuilt each turn from files and state."""
+SUMMARY_PROMPT = (
+    "[conversation summary] Summarise the earlier part of a conversation for the assistant "
+    "that continues it: keep every fact, name, number, decision and open task; drop "
+    "pleasantries. Fold the summary so far into the new one. At most 300 words, plain text."
+)
+
+
+def summary_request(summary: str, dropped: list[ChatMessage]) -> list[ChatMessage]:
+    """The model messages that turn the old summary plus the messages that fell out of the
+    history into the new rolling summary."""
+    lines = "\n".join(f"{m.role}: {' '.join(m.content.split())}" for m in dropped
+                      if m.role in ("user", "assistant") and m.content.strip())
+    text = f"Summary so far:\n{summary or '(none)'}\n\nOlder messages:\n{lines}"
+    return [ChatMessage(role="system", content=SUMMARY_PROMPT),
+            ChatMessage(role="user", content=text)]
+
+
+def system_prompt(
+    settings: Settings, memories: list[MemoryHit], budget_note: str, owner: bool = False,
+    summary: str = "",
+) -> str:
+    """The system message for one turn, rebuilt each turn from files and state.
+
+    USER.md describes the owner: only turns that the owner alone hears (`owner`, decided by
+    the memory actor from the turn's principal) get it, never a third party or a group.
+    """
     home = settings.home
     parts = [settings.agent.personality.soul.strip()]
-    for title, name in (("Identity", "IDENTITY.md"), ("Lessons", "AGENTS.md"), ("User", "USER.md")):
+    docs = [("Identity", "IDENTITY.md"), ("Lessons", "AGENTS.md")]
+    if owner:
+        docs.append(("User", "USER.md"))
+    for title, name in docs:
         text = _read(home / name)
         if text:
             parts.append(f"# {title} ({name})\n{text}")
     if memories:
         lines = "\n".join(f"- [{m.kind}] {m.content}" for m in memories)
         parts.append(f"# Relevant memories\n{lines}")
+    if summary:
+        parts.append(f"# Earlier in this conversation (summary)\n{summary}")
     if budget_note:
         parts.append(f"# Budget\n{budget_note}")
     parts.append(

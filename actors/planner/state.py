@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from contracts import ChatMessage, ToolResult, TurnRequest
+from contracts import ChatMessage, Sink, ToolResult, TurnRequest
 
 HISTORY_MESSAGES = 40
 TOOL_OUTPUT_IN_HISTORY = 2000
@@ -37,6 +37,12 @@ class SessionState(msgspec.Struct, kw_only=True):
     active: TurnState | None = None
     queue: list[TurnRequest] = msgspec.field(default_factory=list)
     recent: list[str] = msgspec.field(default_factory=list)
+    # What fell out of `history`, summarised by the model (rolling: each summary folds in the
+    # previous one); the raw messages stay in the streams for replay.
+    summary: str = ""
+    # The last user turn's preview cadence and chat, for turns the planner starts itself.
+    preview_interval: float = 0.0
+    preview_sink: Sink | None = None
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""
@@ -47,12 +53,15 @@ class SessionState(msgspec.Struct, kw_only=True):
     def remember_turn(self, turn_id: str) -> None:
         self.recent = [*self.recent, turn_id][-RECENT_TURNS:]
 
-    def append_history(self, messages: list[ChatMessage]) -> None:
-        """Keep the last messages, shortening tool outputs, starting at a user message."""
-        kept = [*self.history, *(_shorten(m) for m in messages)][-HISTORY_MESSAGES:]
+    def append_history(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """Keep the last messages, shortening tool outputs, starting at a user message;
+        returns the messages that fell out (for the rolling summary)."""
+        every = [*self.history, *(_shorten(m) for m in messages)]
+        kept = every[-HISTORY_MESSAGES:]
         while kept and kept[0].role != "user":
             kept.pop(0)
         self.history = kept
+        return every[: len(every) - len(kept)]
 
 
 def _shorten(message: ChatMessage) -> ChatMessage:

@@ -8,7 +8,7 @@ import uuid
 
 import msgspec
 
-from bus import Bus, codec
+from bus import Bus, Delivery, codec
 from contracts import Delivered, TerminalInput
 from contracts.config import Settings
 from kit.redact import credential_guard
@@ -33,14 +33,14 @@ class ChatClient:
         self.inbox: asyncio.Queue[Delivered] = asyncio.Queue()
 
     async def start(self) -> None:
-        async def on_msg(raw: object) -> None:
+        async def on_msg(raw: Delivery) -> None:
             try:
-                self.inbox.put_nowait(_delivered.decode(raw.data))  # type: ignore[attr-defined]
+                self.inbox.put_nowait(_delivered.decode(raw.data))
             except (msgspec.DecodeError, msgspec.ValidationError):
                 pass
 
-        subject = self.bus.subjects.evt("channel", "delivered", self.chat)
-        await self.bus.nc.subscribe(subject, cb=on_msg)
+        subject = self.bus.subjects.route(Delivered, chat=self.chat)
+        await self.bus.subscribe(subject, on_msg)
 
     async def send(self, text: str) -> str:
         """Publish a line as terminal input; a pasted credential never reaches the stream (it
@@ -53,7 +53,7 @@ class ChatClient:
             return msg.id
         if guard.action == "redact":
             msg = TerminalInput(id=msg.id, chat=self.chat, text=guard.text)
-        await self.bus.publish(self.bus.subjects.cmd("channel", "terminal"), msg)
+        await self.bus.send(msg)
         return msg.id
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any
 
+import msgspec
+
 from bus import Bus
 from contracts.config import Settings
+from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
 from state.holds import disabled_tasks, quarantined_tools
 from supervisor.process.up import running_instance
 
@@ -64,8 +66,9 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
     """Supervisor view + health + stream counts, as `status --json` prints it."""
     bus = await connect(settings, "status")
     try:
-        raw = await bus.kv_get(bus.subjects.kv_state, "supervisor")
-        status: dict[str, Any] = json.loads(raw) if raw else {"actors": [], "nats": {}}
+        record = await bus.kv_get_as(bus.subjects.kv_state, "supervisor", SupervisorStatus)
+        status: dict[str, Any] = (msgspec.to_builtins(record) if record is not None
+                                  else {"actors": [], "nats": {}})
         info = running_instance(settings.home)
         nats = dict(status.get("nats") or {})
         nats["url"] = bus.url
@@ -73,18 +76,22 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
             nats["pid"] = info["nats_pid"]  # runtime.json follows restarts of the server too
         status["nats"] = nats
         # Flatline's holds straight from KV: right even while the supervisor restarts.
-        status["quarantined"] = await quarantined_tools(bus)
-        status["disabled_tasks"] = await disabled_tasks(bus)
+        status["quarantined"] = msgspec.to_builtins(await quarantined_tools(bus))
+        status["disabled_tasks"] = msgspec.to_builtins(await disabled_tasks(bus))
         streams = {}
         for spec in bus.subjects.streams():
             try:
-                si = await bus.js.stream_info(spec.name)
-                streams[spec.name] = {"messages": si.state.messages, "bytes": si.state.bytes}
-            except Exception:  # noqa: BLE001 - not provisioned yet
-                streams[spec.name] = {"messages": 0, "bytes": 0}
+                si = await bus.stream_state(spec.name)
+            except Exception:  # noqa: BLE001 - no answer: counted as empty
+                si = None
+            streams[spec.name] = {"messages": si.messages if si else 0,
+                                  "bytes": si.bytes if si else 0}
         status["streams"] = streams
-        executor = await bus.kv_get(bus.subjects.kv_state, "executor")  # sandbox facts
-        status["executor"] = json.loads(executor) if executor else {}
+        facts = await bus.kv_get_as(bus.subjects.kv_state, "executor", ExecutorFacts)
+        status["executor"] = msgspec.to_builtins(facts) if facts is not None else {}
+        memory = await bus.kv_get_as(bus.subjects.kv_state, "memory", MemoryFacts)
+        if memory is not None:
+            status["memory"] = msgspec.to_builtins(memory)
         return status
     finally:
         await bus.close()
@@ -111,6 +118,12 @@ def render_status(status: dict[str, Any]) -> str:
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")
+    memory = status.get("memory") or {}
+    if memory:
+        total = sum(memory.get("counts", {}).values())
+        lines.append(f"memory: {total} memories, {memory.get('search', 'full-text')} search")
+        if memory.get("warning"):
+            lines.append(f"memory WARNING: {memory['warning']}")
     if status.get("failed"):
         lines.append(f"failed actors: {', '.join(status['failed'])} (retried with growing delays)")
     for tool, rec in (status.get("quarantined") or {}).items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -117,14 +118,35 @@ def tap(filter: str, as_json: bool) -> None:
 
 @main.command()
 @click.argument("turn_id", required=False, default="")
-@click.option("--session", default="terminal:owner", show_default=True,
-              help="Without TURN_ID: the latest turn of this session.")
-@click.option("--rerun", is_flag=True, help="Re-drive it through a fresh planner and diff.")
-def replay(turn_id: str, session: str, rerun: bool) -> None:
-    """Show a recorded turn from stream history; --rerun shows where a new run diverges."""
+@click.option("--session", default="", help="Only this session (default for showing and "
+              "re-running one turn: the latest of terminal:owner). With --rerun: all its turns.")
+@click.option("--list", "list_turns", is_flag=True, help="List turns with ids, times, outcome.")
+@click.option("--rerun", is_flag=True, help="Re-drive through a fresh planner and diff; "
+              "exits 1 when anything differs.")
+@click.option("--model", default="", help="Re-run against this live model (provider/model or "
+              "a [models.roles] role) instead of the recorded answers.")
+@click.option("--fork-at", default="", metavar="TURN",
+              help="Continue live from TURN in a new session (the original is untouched).")
+@click.option("--say", multiple=True, help="With --fork-at: more inputs for the fork, in order "
+              "(at a terminal without --say, type them; end with Ctrl-D).")
+@click.option("--export", default="", metavar="SESSION",
+              help="Write SESSION's recorded messages to stdout as JSON lines.")
+@click.option("--import", "import_path", default="", metavar="FILE",
+              help="Replay from an exported file instead of this instance's history.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds per re-run turn.")
+def replay(turn_id: str, session: str, list_turns: bool, rerun: bool, model: str, fork_at: str,
+           say: tuple[str, ...], export: str, import_path: str, as_json: bool,
+           timeout: float) -> None:
+    """Show, list, re-run, export or fork recorded turns (JetStream history)."""
+    from supervisor.cli.replay import Options
     from supervisor.cli.replay import replay as run_replay
 
-    sys.exit(asyncio.run(run_replay(_settings(), turn_id, session, rerun)))
+    opts = Options(turn_id=turn_id, session=session, list_turns=list_turns, rerun=rerun,
+                   as_json=as_json, model=model, fork_at=fork_at, say=say, export=export,
+                   import_path=import_path, timeout=timeout,
+                   interactive=bool(fork_at) and not say and not as_json and sys.stdin.isatty())
+    sys.exit(asyncio.run(run_replay(_settings(), opts)))
 
 
 @main.group(invoke_without_command=True)
@@ -232,10 +254,14 @@ def restore(archive: Path) -> None:
 @main.command()
 @click.argument("name")
 def actor(name: str) -> None:
-    """Run one actor in the foreground (what the supervisor and Kubernetes run)."""
-    from actors.runtime import run_actor
+    """Run one actor in the foreground (what Kubernetes runs; `python -m actors NAME`)."""
+    from contracts.routes import ACTORS
 
-    asyncio.run(run_actor(name, _settings()))
+    if name not in ACTORS:
+        raise click.BadParameter(f"unknown actor {name!r}; actors are: {', '.join(ACTORS)}")
+    _settings()  # a configuration error is reported here, before the hand-over
+    # Replace this process by the actors' entry point, so the CLI imports no actor code.
+    os.execv(sys.executable, [sys.executable, "-m", "actors", name])
 
 
 @main.command()
@@ -249,14 +275,23 @@ def probe(name: str) -> None:
 
 @main.command()
 def schema() -> None:
-    """JSON Schema of every contract."""
+    """JSON Schema of every contract and every shared KV record."""
     import msgspec
 
     from contracts import ALL_MESSAGES
+    from contracts.records import ALL_RECORDS
 
-    _, components = msgspec.json.schema_components(ALL_MESSAGES)
+    _, components = msgspec.json.schema_components((*ALL_MESSAGES, *ALL_RECORDS))
     click.echo(json.dumps({"$defs": components}, indent=2, sort_keys=True))
 
+
+def _register() -> None:
+    from supervisor.cli.memory import memory  # light: click, msgspec and contracts
+
+    main.add_command(memory)
+
+
+_register()
 
 if __name__ == "__main__":
     main()

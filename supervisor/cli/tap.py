@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from bus import Delivery
 from contracts.config import Settings
 from supervisor.cli.client import connect
 from supervisor.cli.watch import until_stopped
@@ -79,7 +80,7 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
         return 2
     bus = await connect(settings, "tap")
 
-    async def on_msg(msg: Any) -> None:
+    async def on_msg(msg: Delivery) -> None:
         if msg.subject.startswith("_INBOX") or msg.subject.startswith("$JS"):
             return
         if type_filter:
@@ -95,7 +96,7 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
             sys.stdout.write(format_line(msg.subject, msg.data) + "\n")
         sys.stdout.flush()
 
-    await bus.nc.subscribe(subject, cb=on_msg)
+    await bus.subscribe(subject, on_msg)
     print(f"tapping {subject}{' type=' + type_filter if type_filter else ''} (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     try:
@@ -103,3 +104,4 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
         return 0
     finally:
         await bus.close()
+    return 0  # not reached: Ctrl-C cancels the wait above

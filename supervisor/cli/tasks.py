@@ -7,22 +7,24 @@ counters say what each task's session spent.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
+import msgspec
+
 from bus import Bus
-from contracts import Sink, TurnRequest, subject_token
+from contracts import Sink, TurnRequest
 from contracts.config import Settings
+from contracts.records import Schedule
 from state import budget
 from state.holds import disabled_tasks
 from supervisor.cli.client import connect
 
 
 async def _schedule(bus: Bus) -> dict[str, Any]:
-    raw = await bus.kv_get(bus.subjects.kv_state, "schedule")
-    doc = json.loads(raw) if raw else {}  # a KV value written by the heartbeat
-    return doc if isinstance(doc, dict) else {}
+    """The heartbeat's published schedule as plain data ({} before it published one)."""
+    doc = await bus.kv_get_as(bus.subjects.kv_state, "schedule", Schedule)
+    return msgspec.to_builtins(doc) if doc is not None else {}
 
 
 async def gather_tasks(settings: Settings) -> dict[str, Any]:
@@ -37,7 +39,7 @@ async def gather_tasks(settings: Settings) -> dict[str, Any]:
             hold = disabled.get(name)
             jobs.append({**{k: v for k, v in job.items() if k != "prompt"}, "tokens": spent,
                          "disabled": bool(hold),
-                         "disabled_reason": (hold or {}).get("reason", "")})
+                         "disabled_reason": hold.reason if hold else ""})
         return {"running": bool(doc), "enabled": doc.get("enabled", True), "jobs": jobs}
     finally:
         await bus.close()
@@ -79,7 +81,7 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
             id=f"task:{name}:manual-{time.time_ns()}", session=f"task:{name}",
             principal="heartbeat", text=text, reply_to=Sink.parse(str(job["sink"])),
             is_owner=True, origin="schedule")
-        await bus.publish(bus.subjects.inbound("schedule", subject_token(name)), turn)
+        await bus.send(turn)
         return True, f"Fired {name} now; its answer goes to {job['sink']}."
     finally:
         await bus.close()

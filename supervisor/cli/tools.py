@@ -7,15 +7,16 @@ revert is a command to the executor, which owns scripts/, and waits for its answ
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from typing import Any
 
 import msgspec
 
-from bus import codec
-from contracts import ScriptsRevert, ScriptsReverted, subject_token
+from bus import Delivery, codec
+from contracts import ScriptsRevert, ScriptsReverted
 from contracts.config import Settings
+from contracts.records import CatalogRow
+from state.holds import tool_status
 from supervisor.cli.client import connect
 
 CATALOG_KEY = "tools.catalog"
@@ -30,18 +31,17 @@ async def gather_tools(settings: Settings) -> list[dict[str, Any]]:
     """Every tool with status (ok, offered, not offered, broken, quarantined) and _meta."""
     bus = await connect(settings, "tools")
     try:
-        raw = await bus.kv_get(bus.subjects.kv_state, CATALOG_KEY)
-        if not raw:
+        catalog = await bus.kv_get_as(bus.subjects.kv_state, CATALOG_KEY, list[CatalogRow])
+        if catalog is None:
             raise NotReported("The executor has not reported its tools yet; is `wintermute up` "
                               "running?")
-        rows: list[dict[str, Any]] = json.loads(raw)
+        rows: list[dict[str, Any]] = msgspec.to_builtins(catalog)
         for row in rows:
             row["status"], row["status_reason"] = _status(row)
-            held = await bus.kv_get(bus.subjects.kv_tools, subject_token(row["name"]))
-            flag = json.loads(held) if held else None
-            if isinstance(flag, dict) and flag.get("status") == "quarantined":
+            hold = await tool_status(bus, row["name"])
+            if hold is not None and hold.status == "quarantined":
                 row["status"] = "quarantined"
-                row["status_reason"] = str(flag.get("reason") or "")
+                row["status_reason"] = hold.reason
         return rows
     finally:
         await bus.close()
@@ -89,7 +89,7 @@ async def revert_scripts(settings: Settings, timeout: float) -> tuple[bool, str]
         request = ScriptsRevert(id=f"cli:{uuid.uuid4().hex}", principal="cli", is_owner=True)
         answer: asyncio.Future[ScriptsReverted] = asyncio.get_running_loop().create_future()
 
-        async def on_msg(raw: Any) -> None:
+        async def on_msg(raw: Delivery) -> None:
             try:
                 msg = _reverted.decode(raw.data)
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -97,9 +97,9 @@ async def revert_scripts(settings: Settings, timeout: float) -> tuple[bool, str]
             if msg.request_id == request.id and not answer.done():
                 answer.set_result(msg)
 
-        subject = bus.subjects.evt("scripts", "reverted", request.id)
-        await bus.nc.subscribe(subject, cb=on_msg)
-        await bus.publish(bus.subjects.cmd("executor", "revert"), request)
+        subject = bus.subjects.route(ScriptsReverted, request_id=request.id)
+        await bus.subscribe(subject, on_msg)
+        await bus.send(request)
         try:
             done = await asyncio.wait_for(answer, timeout)
         except TimeoutError:

@@ -14,13 +14,14 @@ from pathlib import Path
 from bus import Bus
 from contracts import ChatMessage, LlmRequest, LlmResponse
 from contracts.config import Settings
+from contracts.routes import DIAGNOSIS_SESSION
 from kit.redact import Redactor
 from state import budget
 from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 
-SESSION = "flatline-diagnosis"  # its responses arrive on wm.evt.llm.response.flatline-diagnosis
+SESSION = DIAGNOSIS_SESSION  # its responses arrive on wm.evt.llm.response.flatline-diagnosis
 PREFIX = "flatline:diagnose:"
 LOG_LINES = 60
 SYSTEM = (
@@ -61,15 +62,15 @@ class Diagnoser:
         used = await budget.used(self.bus, day_key())
         if used >= self.limit:
             return f"today's diagnosis budget is spent ({used:,} of {self.limit:,} tokens)"
-        home = self.settings.home
-        text = Redactor.from_env(home / ".env", os.environ).redact(evidence)[-12_000:]
+        # kit reads the .env to redact; this module never sees a value itself.
+        text = Redactor.for_home(self.settings.home, os.environ).redact(evidence)[-12_000:]
         rid = f"{PREFIX}{target}:{time.time_ns()}"
         request = LlmRequest(
             id=rid, session=SESSION, turn_id=rid, step=0, role="flatline", max_tokens=400,
             messages=[ChatMessage(role="system", content=SYSTEM),
                       ChatMessage(role="user", content=f"Actor: {target}\nLog tail:\n{text}")],
         )
-        await self.bus.publish(self.bus.subjects.cmd("llm", "complete"), request)
+        await self.bus.send(request)
         return ""
 
     async def on_response(self, msg: LlmResponse) -> None:

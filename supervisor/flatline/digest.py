@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter
@@ -14,6 +13,7 @@ import msgspec
 from bus import Bus
 from contracts import DeadLetter
 from contracts.config import Settings
+from contracts.records import SessionHead
 from state import budget
 from supervisor.process.announce import Announcer
 
@@ -62,18 +62,20 @@ class Digest:
     async def dead_letters(self) -> bool:
         """Tell the owner about dead letters since the last summary; True if there were any."""
         s = self.bus.subjects
-        raw = await self.bus.kv_get(s.kv_state, CURSOR_KEY)
-        cursor = int(raw) if raw else 0
-        info = await self.bus.js.stream_info(s.stream_dlq)
-        last = info.state.last_seq
-        if last <= cursor or not info.state.messages:
+        cursor = await self.bus.kv_get_as(s.kv_state, CURSOR_KEY, int) or 0
+        info = await self.bus.stream_state(s.stream_dlq)
+        if info is None:
             return False
-        first = max(cursor + 1, info.state.first_seq)
+        last = info.last_seq
+        if last <= cursor or not info.messages:
+            return False
+        first = max(cursor + 1, info.first_seq)
         upto = min(last, first + BATCH - 1)
         kinds: Counter[tuple[str, str]] = Counter()
         for seq in range(first, upto + 1):
             try:
-                letter = _letter.decode((await self.bus.js.get_msg(s.stream_dlq, seq)).data or b"")
+                stored = await self.bus.stored(s.stream_dlq, seq)
+                letter = _letter.decode(stored.data if stored else b"")
             except Exception:  # noqa: BLE001 - deleted or foreign message
                 continue
             kinds[(letter.actor, reason_head(letter.reason))] += 1
@@ -95,14 +97,14 @@ class Digest:
                           "kinds": {f"{a}: {w}": n for (a, w), n in kinds.items()}},
                 notify=text,
             )
-        await self.bus.kv_put(s.kv_state, CURSOR_KEY, str(upto).encode())
+        await self.bus.kv_put(s.kv_state, CURSOR_KEY, upto)
         return bool(total)
 
     # -- budget ---------------------------------------------------------------------------------
 
     async def _alerted(self) -> dict[str, float]:
-        raw = await self.bus.kv_get(self.bus.subjects.kv_state, ALERTS_KEY)
-        alerts: dict[str, float] = json.loads(raw) if raw else {}
+        alerts = await self.bus.kv_get_as(self.bus.subjects.kv_state, ALERTS_KEY,
+                                          dict[str, float]) or {}
         week = time.time() - 7 * 86400
         return {k: v for k, v in alerts.items() if v > week}
 
@@ -111,7 +113,7 @@ class Digest:
         if key in alerts:
             return False
         alerts[key] = time.time()
-        await self.bus.kv_put(self.bus.subjects.kv_state, ALERTS_KEY, json.dumps(alerts).encode())
+        await self.bus.kv_put(self.bus.subjects.kv_state, ALERTS_KEY, alerts)
         await self.announce.intervene(
             "budget_alert", target, "Alerted the owner about token spending.", reason,
             ref=f"flatline:alert:{key}", evidence=evidence, outcome="reported", notify=text,
@@ -165,10 +167,6 @@ class Digest:
 
     async def _session_name(self, key: str) -> str:
         """The session's own name from the planner's state (same hash), else the key."""
-        raw = await self.bus.kv_get(self.bus.subjects.kv_sessions, "s." + key.split(".", 1)[1])
-        if raw:
-            try:
-                return str(json.loads(raw).get("session") or key)
-            except ValueError:
-                pass
-        return key
+        head = await self.bus.kv_get_as(self.bus.subjects.kv_sessions,
+                                        "s." + key.split(".", 1)[1], SessionHead)
+        return (head.session if head is not None else "") or key

@@ -9,15 +9,16 @@ scripts/) is only proposed and waits for the owner's approval.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
-from typing import Any
 
-from bus import Bus, Consumer, Subscription
+from msgspec.structs import replace
+
+from bus import Bus, Consumer, subscription
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
+    HoldRelease,
     LlmResponse,
     ScriptsRevert,
     ScriptsReverted,
@@ -25,18 +26,20 @@ from contracts import (
     ToolOutcome,
 )
 from contracts.config import Settings
+from contracts.records import TaskHold, ToolHold
+from contracts.routes import FLATLINE_SESSION, SUPERVISOR, durable
 from state.holds import (
     disabled_tasks,
+    enable_task,
     put_task_status,
+    put_tool_status,
     quarantined_tools,
     release_tool,
     task_status,
-    tool_key,
     tool_status,
     window_key,
 )
 from supervisor.flatline import scripts_git, tool_rules
-from supervisor.flatline.diagnosis import SESSION as DIAGNOSIS_SESSION
 from supervisor.flatline.diagnosis import Diagnoser
 from supervisor.flatline.digest import Digest
 from supervisor.flatline.scripts_git import Commit
@@ -44,7 +47,7 @@ from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 
-SESSION = "flatline"  # approvals Flatline asks for carry this session
+SESSION = FLATLINE_SESSION  # approvals Flatline asks for carry this session
 REVERT_PREFIX = "flatline:revert:"
 FlatlineInbox = ApprovalResolved | ScriptsReverted | LlmResponse
 
@@ -60,25 +63,24 @@ class Flatline:
         self.scripts = settings.home / "scripts"
         self.digest = Digest(settings, bus, announce)
         self.diagnoser = Diagnoser(settings, bus, announce)
-        self.quarantined: dict[str, dict[str, Any]] = {}
-        self.disabled: dict[str, dict[str, Any]] = {}
+        self.quarantined: dict[str, ToolHold] = {}
+        self.disabled: dict[str, TaskHold] = {}
 
     def consumers(self) -> list[Consumer]:
+        # Declared in contracts/routes.py (the flatline filter names this module's SESSION
+        # and the diagnosis session).
         s = self.bus.subjects
-        p = s.p
         return [
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_evt, "supervisor-tools", (f"{p}.evt.tool.outcome.>",), ordered_by="tool",
-            ), ToolOutcome, self.on_tool_outcome),
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_evt, "supervisor-tasks", (f"{p}.evt.task.outcome.>",), ordered_by="task",
-            ), TaskOutcome, self.on_task_outcome),
-            Consumer(self.bus, "supervisor", Subscription(
-                s.stream_evt, "supervisor-flatline",
-                (f"{p}.evt.approval.resolved.{SESSION}", f"{p}.evt.scripts.reverted.>",
-                 f"{p}.evt.llm.response.{DIAGNOSIS_SESSION}"),
-                ordered_by="",
-            ), FlatlineInbox, self.on_event),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-tools")),
+                     ToolOutcome, self.on_tool_outcome),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-tasks")),
+                     TaskOutcome, self.on_task_outcome),
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-flatline")),
+                     FlatlineInbox, self.on_event),
+            # The owner's releases from the chat (/tools release): durable, so one sent while
+            # the supervisor restarts is applied when it is back.
+            Consumer(self.bus, SUPERVISOR, subscription(s, durable("supervisor-release")),
+                     HoldRelease, self.on_release),
         ]
 
     async def run(self) -> None:
@@ -100,14 +102,14 @@ class Flatline:
 
     async def on_tool_outcome(self, outcome: ToolOutcome) -> None:
         tool = outcome.tool
-        if tool in self.cfg.exempt_tools:
-            return
-        status = await tool_status(self.bus, tool) or {}
-        if status.get("status") == "quarantined":
+        if tool in self.cfg.exempt_tools or outcome.refused:
+            return  # a policy refusal (a refused URL, a rate limit) is not the tool failing
+        status = await tool_status(self.bus, tool)
+        if status is not None and status.status == "quarantined":
             return
         bucket = self.bus.subjects.kv_state
         window = tool_rules.load_window(tool, await self.bus.kv_get(bucket, window_key(tool)))
-        released_at = float(status.get("released_at") or 0.0)
+        released_at = status.released_at if status is not None else 0.0
         if not tool_rules.add(window, outcome, time.time(), self.cfg, released_at):
             return
         await self.bus.kv_put(bucket, window_key(tool), tool_rules.dump_window(window))
@@ -131,10 +133,9 @@ class Flatline:
 
     async def _quarantine(self, tool: str, verdict: tool_rules.Verdict, outcome: ToolOutcome,
                           commit: Commit | None) -> None:
-        record = {"status": "quarantined", "reason": verdict.reason, "rule": verdict.rule,
-                  "since": time.time(), "by": "flatline", "evidence": verdict.evidence}
-        await self.bus.kv_put(self.bus.subjects.kv_tools, tool_key(tool),
-                              json.dumps(record).encode())
+        record = ToolHold(status="quarantined", reason=verdict.reason, rule=verdict.rule,
+                          since=time.time(), by="flatline", evidence=verdict.evidence)
+        await put_tool_status(self.bus, tool, record)
         self.quarantined[tool] = record
         ref = f"flatline:quarantine:{tool}:{outcome.id}"
         undo = f"wintermute tools release {tool} (or /tools release {tool})"
@@ -170,7 +171,7 @@ class Flatline:
             reason="Flatline proposes undoing the change that broke a tool",
             sink=self.announce.sink,
         )
-        await self.bus.publish(self.bus.subjects.cmd("approval", "request"), request)
+        await self.bus.send(request)
         await self.announce.intervene(
             "revert", tool, f"Proposed reverting scripts commit {commit.sha[:8]}.",
             f"The tool {tool} {verdict.reason}.", ref=f"{ref}:proposed",
@@ -212,7 +213,7 @@ class Flatline:
             return
         revert = ScriptsRevert(id=f"{request_id}:do", principal="flatline", is_owner=True,
                                reply_to=self.announce.sink)
-        await self.bus.publish(self.bus.subjects.cmd("executor", "revert"), revert)
+        await self.bus.send(revert)
         await self.announce.intervene(
             "revert", tool, f"Asked the executor to revert scripts commit {sha[:8]}.",
             "The owner approved it.", ref=f"{request_id}:approved", outcome="approved",
@@ -228,33 +229,46 @@ class Flatline:
         self.quarantined.pop(tool, None)
         await self.announce.notify(text, f"{request_id}:released")
 
+    async def on_release(self, msg: HoldRelease) -> None:
+        """Lift a hold the owner asked to lift, and tell them what happened."""
+        owners = self.settings.config.owner.principals
+        if not (msg.is_owner and msg.principal in owners):
+            log.warning("release of %s asked by non-owner %s; ignored", msg.name, msg.principal)
+            text = (f"Only the owner can release {msg.name}; the request from {msg.principal} "
+                    "was ignored.")
+        elif msg.kind == "tool":
+            text = await release_tool(self.bus, msg.name, f"{msg.principal} (/tools release)")
+            self.quarantined.pop(msg.name, None)
+        else:
+            text = await enable_task(self.bus, msg.name, msg.principal)
+            self.disabled.pop(msg.name, None)
+        await self.announce.notify(text, msg.id, msg.reply_to)
+
     # -- scheduled tasks -------------------------------------------------------------------------
 
     async def on_task_outcome(self, out: TaskOutcome) -> None:
         record = await task_status(self.bus, out.task)
-        seen = list(record.get("seen", []))
-        if out.turn_id in seen:
+        if out.turn_id in record.seen:
             return
-        record["seen"] = [*seen, out.turn_id][-10:]
-        if record.get("status") == "disabled":
+        record = replace(record, seen=[*record.seen, out.turn_id][-10:])
+        if record.status == "disabled":
             await put_task_status(self.bus, out.task, record)
             return
-        record["task"] = out.task
-        record["failures"] = 0 if out.ok else int(record.get("failures", 0)) + 1
-        if not out.ok:
-            record["last_reason"] = out.reason
+        failures = 0 if out.ok else record.failures + 1
+        record = replace(record, task=out.task, failures=failures,
+                         last_reason=record.last_reason if out.ok else out.reason)
         limit = self.cfg.task_failures
-        if record["failures"] >= limit:
-            record.update(status="disabled", since=time.time(),
-                          reason=f"it failed {record['failures']} times in a row")
+        if failures >= limit:
+            record = replace(record, status="disabled", since=time.time(),
+                             reason=f"it failed {failures} times in a row")
         await put_task_status(self.bus, out.task, record)
-        if record.get("status") == "disabled":
+        if record.status == "disabled":
             self.disabled[out.task] = record
             await self.announce.intervene(
                 "disable_task", out.task, f"Disabled the scheduled task {out.task}.",
                 f"It failed {limit} times in a row; last: {out.reason}",
                 ref=f"flatline:disable_task:{out.task}:{out.turn_id}",
-                evidence={"failures": record["failures"], "last_reason": out.reason,
+                evidence={"failures": record.failures, "last_reason": out.reason,
                           "turn": out.turn_id},
                 undo=f"wintermute tasks enable {out.task}",
                 notify=(f"I disabled the scheduled task {out.task}: it failed {limit} times in a "

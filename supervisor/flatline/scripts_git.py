@@ -1,19 +1,19 @@
 """Read-only questions to the scripts/ git repository: when did a tool's files last change?
 
-The executor owns scripts/ and makes every change; the supervisor only reads the log (with
-hooks and fsmonitor switched off, as the executor does, since the agent can write .git).
+The executor owns scripts/ and makes every change; the supervisor only reads the log of
+data/scripts.git through kit.safegit (minimal environment, no hooks, no config from scripts/),
+since the sandbox can write everything in scripts/.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from kit.safegit import GitError, git, has_repo
 
-SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -28,27 +28,23 @@ class Commit:
 
 async def _git(repo: Path, *args: str) -> str | None:
     try:
-        proc = await asyncio.create_subprocess_exec(
-            "git", *SAFE, *args, cwd=repo, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-        )
-        out, _ = await asyncio.wait_for(proc.communicate(), 10)
-    except (OSError, TimeoutError) as exc:
+        code, out = await git(repo, *args, check=False, timeout=10)
+    except GitError as exc:
         log.debug("git %s failed: %s", args[0], exc)
         return None
-    return out.decode(errors="replace").strip() if proc.returncode == 0 else None
+    return out if code == 0 else None
 
 
 async def head(repo: Path) -> str | None:
     """The full sha of HEAD, or None without a usable repository."""
-    if not (repo / ".git").exists():
+    if not has_repo(repo):
         return None
     return await _git(repo, "rev-parse", "HEAD")
 
 
 async def last_commit(repo: Path, tool: str) -> Commit | None:
     """The last commit touching scripts/<tool>.py or <tool>.json; None for core tools."""
-    if not (repo / ".git").exists():
+    if not has_repo(repo):
         return None
     out = await _git(repo, "log", "-1", "--format=%H%x09%ct%x09%s", "--",
                      f"{tool}.py", f"{tool}.json")

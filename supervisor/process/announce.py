@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import deque
@@ -13,8 +12,9 @@ from typing import Any
 import msgspec
 
 from bus import Bus
-from contracts import Intervention, Notice, Sink, subject_token
+from contracts import Intervention, Notice, Sink
 from contracts.config import Settings
+from contracts.records import InterventionNote
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ class Announcer:
         self.settings = settings
         self.bus = bus
         self.run = run  # this `up`'s run id, stamped on notices about its processes
-        self.recent: deque[dict[str, Any]] = deque(maxlen=KEPT)
+        self.recent: deque[InterventionNote] = deque(maxlen=KEPT)
         self._pending: set[asyncio.Task[Any]] = set()
 
     def soon(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -50,9 +50,9 @@ class Announcer:
     async def load(self) -> None:
         """The latest interventions recorded by an earlier supervisor run."""
         try:
-            raw = await self.bus.kv_get(self.bus.subjects.kv_state, LOG_KEY)
-            for item in json.loads(raw) if raw else []:
-                self.recent.append(item)
+            log_ = await self.bus.kv_get_as(self.bus.subjects.kv_state, LOG_KEY,
+                                            list[InterventionNote])
+            self.recent.extend(log_ or [])
         except Exception as exc:  # noqa: BLE001 - status history is a convenience
             log.warning("could not read the intervention log: %s", exc)
 
@@ -60,15 +60,16 @@ class Announcer:
     def sink(self) -> Sink:
         return Sink.parse(self.settings.config.owner.sink)
 
-    async def notify(self, text: str, ref: str, *, run_scoped: bool = False) -> None:
-        """A notice to the owner sink; `ref` makes it idempotent (same ref, one notice).
+    async def notify(self, text: str, ref: str, sink: Sink | None = None, *,
+                     run_scoped: bool = False) -> None:
+        """A notice to `sink` (the owner's by default); `ref` makes it idempotent.
 
         `run_scoped`: the notice is about this run's processes (stamped with the run id)."""
-        sink = self.sink
+        sink = sink or self.sink
         notice = Notice(id=f"{ref}:notice", sink=sink, text=text, source="flatline",
                         run=self.run if run_scoped else "")
         try:
-            await self.bus.publish(self.bus.subjects.outbound(sink.channel, sink.chat), notice)
+            await self.bus.send(notice)
         except Exception as exc:  # noqa: BLE001 - the record below still happens
             log.warning("could not notify the owner: %s", exc)
 
@@ -76,19 +77,15 @@ class Announcer:
         """Publish the intervention, remember it, and tell the owner `notify` if given."""
         log.warning("intervention %s on %s: %s (%s)", iv.kind, iv.target, iv.action, iv.reason)
         try:
-            await self.bus.publish(
-                self.bus.subjects.evt("flatline", iv.kind, subject_token(iv.target)), iv
-            )
+            await self.bus.send(iv)
         except Exception as exc:  # noqa: BLE001 - keep going; the log line above remains
             log.warning("could not record the intervention: %s", exc)
-        self.recent.append({
-            "ts": iv.ts, "kind": iv.kind, "target": iv.target, "action": iv.action,
-            "reason": iv.reason, "outcome": iv.outcome, "undo": iv.undo,
-            "proposed": iv.proposed,
-        })
+        self.recent.append(InterventionNote(
+            ts=iv.ts, kind=iv.kind, target=iv.target, action=iv.action, reason=iv.reason,
+            outcome=iv.outcome, undo=iv.undo, proposed=iv.proposed,
+        ))
         try:
-            await self.bus.kv_put(self.bus.subjects.kv_state, LOG_KEY,
-                                  json.dumps(list(self.recent)).encode())
+            await self.bus.kv_put(self.bus.subjects.kv_state, LOG_KEY, list(self.recent))
         except Exception:  # noqa: BLE001 - NATS may be restarting
             pass
         if notify:

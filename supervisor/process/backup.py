@@ -23,7 +23,6 @@ import io
 import json
 import os
 import shutil
-import subprocess
 import tarfile
 import tempfile
 import time
@@ -33,26 +32,11 @@ from pathlib import Path
 from bus import Bus, ensure_consumer
 from bus.history import read_stream
 from contracts.config import Settings
+from kit.safegit import GitError, clone_bundle, git_dir, has_repo, run_git
 
 HOME_FILES = ("config.toml", "agent.toml", "AGENTS.md", "USER.md", "IDENTITY.md", "HEARTBEAT.md")
 HOME_DIRS = ("docs", "workspace", "skills")
 SKIP_BUCKETS = ("health",)  # live state, rebuilt within seconds
-
-
-def _git(home: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
-           "GIT_AUTHOR_NAME": "Wintermute", "GIT_AUTHOR_EMAIL": "wintermute@localhost",
-           "GIT_COMMITTER_NAME": "Wintermute", "GIT_COMMITTER_EMAIL": "wintermute@localhost"}
-    return subprocess.run(["git", "-c", "core.hooksPath=/dev/null", *args], cwd=cwd or home,
-                          env=env, capture_output=True, text=True, check=False)
-
-
-def _scripts_git_dir(home: Path) -> Path | None:
-    for candidate in (home / "data" / "scripts.git", home / "scripts" / ".git"):
-        if candidate.exists():
-            return candidate
-    return None
 
 
 def _plain(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -105,13 +89,15 @@ async def backup(settings: Settings, bus: Bus, dest: Path | None = None, *,
         for name in HOME_DIRS:
             if (home / name).is_dir():  # regular files and folders only: no planted links
                 tar.add(home / name, f"home/{name}", filter=_plain)
-        git_dir = _scripts_git_dir(home)
-        if git_dir is not None:
+        # Only data/scripts.git: a scripts/.git is the sandbox's to write and never read
+        # (kit.safegit; `up` moves an old one aside).
+        if has_repo(home / "scripts"):
             with tempfile.TemporaryDirectory() as tmp:
                 bundle = Path(tmp) / "scripts.bundle"
-                out = _git(home, f"--git-dir={git_dir}", "bundle", "create", str(bundle), "--all")
-                if out.returncode != 0:
-                    raise RuntimeError(f"git bundle of scripts/ failed: {out.stderr.strip()}")
+                try:
+                    run_git(home / "scripts", "bundle", "create", str(bundle), "--all")
+                except GitError as exc:
+                    raise RuntimeError(f"git bundle of scripts/ failed: {exc}") from exc
                 tar.add(bundle, "scripts.bundle")
         memory = home / "data" / "memory"
         if memory.is_dir():
@@ -155,12 +141,13 @@ async def restore(settings: Settings, archive: Path) -> dict[str, int]:
             os.chmod(home / ".env", 0o600)
         if (root / "scripts.bundle").exists():
             scripts = home / "scripts"
-            if scripts.exists():
-                shutil.rmtree(scripts)
-            out = _git(home, "clone", "-q", str(root / "scripts.bundle"), str(scripts))
-            if out.returncode != 0:
-                raise RuntimeError(f"restoring scripts/ failed: {out.stderr.strip()}")
-            _git(home, "remote", "remove", "origin", cwd=scripts)  # the bundle was temporary
+            for old in (scripts, git_dir(scripts)):
+                if old.exists():
+                    shutil.rmtree(old)
+            try:  # into data/scripts.git with scripts/ as its work tree, as `up` keeps it
+                clone_bundle(scripts, root / "scripts.bundle")
+            except GitError as exc:
+                raise RuntimeError(f"restoring scripts/ failed: {exc}") from exc
         if (root / "memory").is_dir():
             shutil.copytree(root / "memory", home / "data" / "memory", dirs_exist_ok=True)
         from contracts.config import load_settings

@@ -10,8 +10,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import msgspec
-
 from bus import Bus
 from contracts import Health
 from contracts.config import SupervisorConfig
@@ -20,7 +18,6 @@ from supervisor.process.announce import Announcer
 
 log = logging.getLogger(__name__)
 
-_health_dec = msgspec.json.Decoder(Health)
 
 
 def load_per_core() -> float:
@@ -70,10 +67,9 @@ class HealthView:
         fresh: dict[str, Health] = {}
         try:
             for name in self.names:
-                data = await self.bus.kv_get(bucket, name)
-                if data:
-                    with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
-                        fresh[name] = _health_dec.decode(data)
+                record = await self.bus.kv_get_as(bucket, name, Health)
+                if record is not None:
+                    fresh[name] = record
         except Exception as exc:  # noqa: BLE001 - NATS restarting: judge nobody meanwhile
             if not self.bus_down:
                 log.warning("cannot read health (%s); not judging actors until NATS is back", exc)

@@ -6,8 +6,9 @@ import fcntl
 import hashlib
 import json
 import os
-import subprocess
 from pathlib import Path
+
+from kit.safegit import ensure_repo
 
 CONFIG_TOML = """\
 # Wintermute configuration: owned by you; the agent reads it and never writes it.
@@ -169,19 +170,7 @@ def _init_locked(home: Path) -> list[str]:
             fh.write(ENV_TEMPLATE)
         created.append(".env")
     os.chmod(env, 0o600)
-    scripts = home / "scripts"
-    if not (scripts / ".git").exists():
-        _git(scripts, "init", "-q")
-        (scripts / "README.md").write_text("Agent-created tools live here, one commit a change.\n")
-        _git(scripts, "add", "README.md")
-        _git(scripts, "commit", "-q", "-m", "init scripts repository")
-        created.append("scripts/.git")
+    # Outside every sandbox mount; also moves an old, untrusted scripts/.git aside.
+    created += ensure_repo(home / "scripts")
     return created
 
-
-def _git(cwd: Path, *args: str) -> None:
-    env = {
-        **os.environ, "GIT_AUTHOR_NAME": "Wintermute", "GIT_AUTHOR_EMAIL": "wintermute@localhost",
-        "GIT_COMMITTER_NAME": "Wintermute", "GIT_COMMITTER_EMAIL": "wintermute@localhost",
-    }
-    subprocess.run(["git", *args], cwd=cwd, check=True, env=env, capture_output=True)

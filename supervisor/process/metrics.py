@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from bus import Bus
+from bus import Bus, Delivery
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,7 @@ async def serve_metrics(bus: Bus, metrics: Metrics, host: str, port: int,
     bound = server.server_address[1]
     url = f"http://{host}:{bound}/metrics"
 
-    async def on_msg(msg: Any) -> None:
+    async def on_msg(msg: Delivery) -> None:
         metrics.observe(msg.subject, msg.data)
 
     await bus.subscribe(f"{bus.subjects.p}.>", on_msg)

@@ -12,14 +12,11 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tempfile
-from pathlib import Path
 
-from bus import Subjects
+from bus import Subjects, subscriptions
 from bus.permissions import users
-from contracts.config import load_settings
+from contracts.routes import ACTORS
 from supervisor.process.natsauth import server_config
-from supervisor.process.provision import actor_subscriptions
 
 PREFIX = "wm"  # the chart's instance prefix (config.nats.prefix must stay "wm" with it)
 
@@ -31,9 +28,9 @@ def password_variable(user: str) -> str:
 
 def render() -> str:
     """The `authorization { ... }` block for nats.conf (NATS config syntax, JSON inside)."""
-    with tempfile.TemporaryDirectory() as home:
-        settings = load_settings(Path(home), {"WM__NATS__PREFIX": PREFIX})
-        durables = actor_subscriptions(settings)
+    # Every durable of the route table, whatever the chart's config enables (a durable granted
+    # but not provisioned is harmless; one provisioned but not granted stops its actor).
+    durables = {role: subscriptions(Subjects(PREFIX), role) for role in ACTORS}
     refs = {u: {"hash": f"${password_variable(u)}", "password": ""} for u in users()}
     auth = server_config(Subjects(PREFIX), refs, durables)["authorization"]
     text = json.dumps(auth, indent=2, sort_keys=True)

@@ -54,4 +54,5 @@ def actor_env(
 
 
 def actor_command(name: str) -> list[str]:
-    return [sys.executable, "-m", "supervisor.cli.main", "actor", name]
+    # The actors' own entry point: the supervisor starts actor code, it never imports it.
+    return [sys.executable, "-m", "actors", name]

@@ -8,45 +8,49 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from msgspec.structs import replace
+
+from contracts.records import ActorStatus, NatsStatus, SupervisorStatus
+
 if TYPE_CHECKING:
     from supervisor.process.supervisor import Supervisor
 
 
-def build_status(sup: Supervisor) -> dict[str, Any]:
+def build_status(sup: Supervisor) -> SupervisorStatus:
     """Actors (pid, health, restarts, last crash), NATS, failed actors, Flatline's holds."""
     now = time.time()
     actors = []
     for name, st in sup.actors.items():
         h = sup.view.health.get(name)
-        actors.append({
-            "name": name,
-            "pid": st.pid if sup.spawn else (h.pid if h else None),
-            "healthy": sup.is_healthy(name, now),
-            "state": st.state if sup.spawn else ("running" if h else "unknown"),
-            "policy": st.policy.kind,
-            "restarts": st.restarts,
-            "last_exit": st.last_exit,
-            "last_crash": st.last_crash or None,
-            "uptime_secs": round(now - st.started, 1) if st.pid else 0,
-            "handled": h.handled if h else 0,
-            "info": h.info if h else {},
-        })
-    nats: dict[str, Any] = {"url": sup.nats_url, "pid": sup.nats.pid if sup.nats else None,
-                            "embedded": sup.nats is not None}
+        actors.append(ActorStatus(
+            name=name,
+            pid=st.pid if sup.spawn else (h.pid if h else None),
+            healthy=sup.is_healthy(name, now),
+            state=st.state if sup.spawn else ("running" if h else "unknown"),
+            policy=st.policy.kind,
+            restarts=st.restarts,
+            last_exit=st.last_exit,
+            last_crash=st.last_crash or None,
+            uptime_secs=round(now - st.started, 1) if st.pid else 0,
+            handled=h.handled if h else 0,
+            info=h.info if h else {},
+        ))
+    nats = NatsStatus(url=sup.nats_url, pid=sup.nats.pid if sup.nats else None,
+                      embedded=sup.nats is not None)
     if sup.nats is not None:
-        nats.update(restarts=sup.nats.restarts, last_exit=sup.nats.last_exit)
-    return {
-        "updated": now,
-        "mode": "spawn" if sup.spawn else "watch",
-        "nats": nats,
-        "actors": actors,
-        "failed": [a["name"] for a in actors if a["state"] == "failed"],
-        "quarantined": sup.flatline.quarantined,
-        "disabled_tasks": sup.flatline.disabled,
-        "interventions": list(sup.announce.recent)[-10:],
-        "dead_letters_seen": sup.dead_letters,
-        "metrics_url": sup.metrics_url,
-    }
+        nats = replace(nats, restarts=sup.nats.restarts, last_exit=sup.nats.last_exit)
+    return SupervisorStatus(
+        updated=now,
+        mode="spawn" if sup.spawn else "watch",
+        nats=nats,
+        actors=actors,
+        failed=[a.name for a in actors if a.state == "failed"],
+        quarantined=dict(sup.flatline.quarantined),
+        disabled_tasks=dict(sup.flatline.disabled),
+        interventions=list(sup.announce.recent)[-10:],
+        dead_letters_seen=sup.dead_letters,
+        metrics_url=sup.metrics_url,
+    )
 
 
 def write_runtime(path: Path, data: dict[str, Any]) -> None:

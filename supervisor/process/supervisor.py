@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import signal
 import time
@@ -17,10 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from actors import ACTORS, STOP_ORDER
-from bus import Bus, Consumer, Subscription
+from bus import Bus, Consumer, subscription
 from contracts import DeadLetter
 from contracts.config import Settings
+from contracts.records import ActorRunState, SupervisorStatus
+from contracts.routes import ACTORS, STOP_ORDER, durable
 from supervisor.flatline.diagnosis import log_tail
 from supervisor.flatline.policy import Flatline
 from supervisor.process.announce import Announcer
@@ -42,7 +42,7 @@ class ActorState:
     proc: asyncio.subprocess.Process | None = None
     started: float = 0.0
     restarts: int = 0
-    state: str = "starting"  # starting | running | restarting | failed | stopped
+    state: ActorRunState = "starting"
     last_exit: str = ""
     last_crash: float = 0.0
     kill_reason: str = ""
@@ -109,8 +109,7 @@ class Supervisor:
         self._tasks.append(asyncio.create_task(self._watch_health()))
         dlq = Consumer(
             self.bus, "supervisor",
-            Subscription(self.bus.subjects.stream_dlq, "supervisor-dlq",
-                         (f"{self.bus.subjects.p}.dlq.>",), ordered_by="", dedupe=False),
+            subscription(self.bus.subjects, durable("supervisor-dlq")),
             DeadLetter, self._on_dead_letter,
         )
         self._tasks.append(asyncio.create_task(dlq.run()))
@@ -308,14 +307,13 @@ class Supervisor:
 
     # -- reporting ---------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> SupervisorStatus:
         return build_status(self)
 
     async def _publish_status(self) -> None:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self.bus.kv_put(
-                self.bus.subjects.kv_state, "supervisor", json.dumps(self.status()).encode()
-            ), 3)
+                self.bus.subjects.kv_state, "supervisor", self.status()), 3)
 
     async def _on_dead_letter(self, letter: DeadLetter) -> None:
         self.dead_letters += 1

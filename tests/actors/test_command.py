@@ -13,6 +13,7 @@ import pytest
 
 from actors.executor import command as command_mod
 from actors.executor.command import CommandResult, run_command, scrubbed_env
+from kit.redact import Redactor
 
 BASE_ENV = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL")}
 
@@ -98,6 +99,21 @@ async def test_timeout_kills_child_and_grandchild(tmp_path: Path) -> None:
     assert set(pids) == {"outer", "inner", "sleep"}, result.output
     for name, pid in pids.items():
         assert await gone(pid), f"{name} process {pid} survived the timeout"
+
+
+async def test_timeout_kills_processes_that_left_the_session(tmp_path: Path) -> None:
+    """setsid and a double fork leave the process group and session; the timeout still ends
+    them (issue 16: a setsid background process outlived the command timeout)."""
+    result = await run(
+        "setsid sleep 30 > /dev/null 2>&1 & echo a $!; "
+        "( setsid sleep 31 > /dev/null 2>&1 & echo b $! ); "  # orphaned at once: a daemon
+        "( nohup setsid bash -c 'trap \"\" TERM HUP; sleep 32' > /dev/null 2>&1 & echo c $! ); "
+        "sleep 20", tmp_path, secs=1.5)
+    assert result.timed_out
+    pids = [int(pid) for pid in re.findall(r"^[abc] (\d+)$", result.output, re.M)]
+    assert len(pids) == 3, result.output
+    for pid in pids:
+        assert await gone(pid), f"{pid} survived the timeout"
 
 
 async def test_cancellation_kills_the_group_and_reraises(tmp_path: Path) -> None:
@@ -188,6 +204,23 @@ def test_scrubbed_env() -> None:
         "LANG": "C.UTF-8",
         "EDITOR": "vi",
     }
+
+
+def test_scrubbed_env_drops_secrets_by_value_whatever_their_name() -> None:
+    """Issue 16: DATABASE_URL-style variables carried secrets into the sandbox."""
+    redactor = Redactor(["dotenv-secret-1234", "another-known-5678"])
+    environ = {
+        "PATH": "/usr/bin:/bin",
+        "SHORT_FLAG": "1",
+        "COPY_OF_DOTENV": "dotenv-secret-1234",
+        "DATABASE_URL": "postgres://app:another-known-5678@db:5432/app",
+        "OTHER_DSN": "mysql://root:hunter2hunter@localhost/x",
+        "UPSTREAM": "https://u:p@example.com/",
+        "PUBLIC_URL": "https://example.com/a:b@c",  # no password in the authority: kept
+        "TOOLING": "ghp_" + "a" * 36,
+    }
+    assert scrubbed_env(environ, [], redactor) == {
+        "PATH": "/usr/bin:/bin", "SHORT_FLAG": "1", "PUBLIC_URL": "https://example.com/a:b@c"}
 
 
 async def test_child_does_not_see_scrubbed_secrets(tmp_path: Path) -> None:

@@ -117,7 +117,9 @@ def test_run_spec_keeps_containers_inside_their_limits(tmp_path: Path) -> None:
     assert host["PortBindings"] == {"80/tcp": [{"HostIp": "127.0.0.1", "HostPort": "8080"}]}
     assert host["Binds"] == ["data:/data", f"{tmp_path}/m:/m:ro"]
     assert host["Privileged"] is False and spec["Labels"][SERVICE_LABEL] == "svc"
+    (tmp_path / "lnk").symlink_to("/etc")  # planted by a sandboxed command
     for bad in ({"volumes": ["/etc:/etc"]}, {"volumes": ["../x:/x"]}, {"network": "host"},
+                {"volumes": ["workspace/lnk:/x"]}, {"volumes": ["workspace/lnk/sub:/x"]},
                 {"restart": "sometimes"}, {"ports": {"80": "eighty"}}):
         with pytest.raises(BadArgs):
             run_spec(bad, IMAGE, "svc", tmp_path)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -12,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from actors.executor.dynamic.git import GitError, commit_paths, git, revert_last
+from actors.executor.dynamic.git import commit_paths, revert_last
 from actors.executor.dynamic.run import split_output
 from actors.executor.dynamic.spec import SpecError, build_spec
 from bus import Bus, codec
 from contracts import ToolOutcome, ToolRequest, ToolResult
 from contracts.config import Settings
+from kit.safegit import run_git
 from supervisor.cli.tools import gather_tools, render_tools, revert_scripts
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
@@ -41,9 +41,7 @@ def create_args(name: str, source: str, **extra: Any) -> dict[str, Any]:
 
 
 def git_log(home: Path) -> list[str]:
-    out = subprocess.run(["git", "log", "--format=%s"], cwd=home / "scripts", check=True,
-                         capture_output=True, text=True)
-    return out.stdout.splitlines()
+    return run_git(home / "scripts", "log", "--format=%s")[1].splitlines()
 
 
 def write_tool(home: Path, name: str, source: str, spec: dict[str, Any] | None = None) -> None:
@@ -191,6 +189,26 @@ async def test_create_tool_validates_and_commits(
         assert outcome.ok and outcome.version == 1
 
 
+async def test_create_tool_never_writes_through_a_planted_link(
+    settings_for: SettingsFor, home: Path, caller: Caller
+) -> None:
+    """Links the sandbox planted in scripts/ at the tool's file names point at config.toml;
+    create_tool replaces the links and leaves config.toml alone (sandbox → host, issue 16)."""
+    settings = settings_for()
+    config = home / "config.toml"
+    before = config.read_bytes()
+    for name in ("linked.py", "linked.json", "peek.py", "peek.json"):
+        (home / "scripts" / name).symlink_to(config)
+    async with actors(settings, "executor"):
+        res = await caller.call("create_tool", create_args("linked", ADD))
+        assert res.ok, res.output
+        peek = await caller.call("peek", {})  # the registry does not read through links either
+        assert not peek.ok and "symbolic link" in peek.output and "principals" not in peek.output
+    assert config.read_bytes() == before
+    assert not (home / "scripts" / "linked.py").is_symlink()
+    assert (home / "scripts" / "linked.py").read_text() == ADD
+
+
 async def _outcome(caller: Caller, tool: str) -> ToolOutcome | None:
     return next((o for o in caller.outcomes if o.tool == tool), None)
 
@@ -266,6 +284,31 @@ async def test_cli_revert_and_nothing_to_revert(
         assert not res.ok and "Unknown tool" in res.output
 
 
+async def test_git_config_planted_in_scripts_never_runs_on_the_host(
+    settings_for: SettingsFor, home: Path, caller: Caller
+) -> None:
+    """What a sandboxed command can write into scripts/ (a .git with hooks, fsmonitor and
+    filters, a .gitattributes): create_tool, a dependency commit and `wintermute revert`
+    through the real executor run none of it (issue 16; more in tests/kit/test_safegit.py)."""
+    from tests.kit.test_safegit import fired, plant
+
+    marker = home / "workspace" / "pwned"
+    plant(home / "scripts", marker)
+    settings = settings_for()
+    async with actors(settings, "executor"):
+        res = await caller.call("create_tool", create_args("add_numbers", ADD))
+        assert res.ok, res.output
+        (home / "scripts" / "requirements.txt").write_text("requests\n")
+        await eventually(lambda: _logged(home, "update dependencies: requirements.txt"))
+        ok, text = await revert_scripts(settings, timeout=30)
+        assert ok, text
+    assert not fired(marker)
+
+
+async def _logged(home: Path, subject: str) -> bool:
+    return subject in git_log(home)
+
+
 async def test_dependency_files_are_committed(
     settings_for: SettingsFor, home: Path, bus: Bus
 ) -> None:
@@ -293,7 +336,7 @@ def test_specs_and_output_parsing() -> None:
     assert split_output("killed", "__m") == ("killed", None, "")
 
 
-async def test_revert_checks_head_undoes_an_undo_and_refuses_risky_config(home: Path) -> None:
+async def test_revert_checks_head_and_undoes_an_undo(home: Path) -> None:
     repo = home / "scripts"
     (repo / "x.py").write_text("print(1)\n")
     assert await commit_paths(repo, ["x.py"], "create tool: x")
@@ -303,9 +346,5 @@ async def test_revert_checks_head_undoes_an_undo_and_refuses_risky_config(home: 
     assert undo.ok and not (repo / "x.py").exists()
     redo = await revert_last(repo)
     assert redo.ok and "is back" in redo.text and (repo / "x.py").exists()
-    await git(repo, "config", "filter.evil.clean", "touch /tmp/pwned")
-    (repo / "x.py").write_text("print(2)\n")
-    with pytest.raises(GitError, match="filter.evil.clean"):
-        await commit_paths(repo, ["x.py"], "update tool: x")
-    refused = await revert_last(repo)
-    assert not refused.ok and "filter.evil.clean" in refused.text
+    # attacks on host-side git through scripts/: tests/kit/test_safegit.py
+

@@ -1,4 +1,5 @@
-"""Tests for the LanceDB-backed memory store (real LanceDB in a temp directory)."""
+"""Tests for the LanceDB-backed memory store (real LanceDB in a temp directory), full text
+only here; hybrid search with the real embedding model is in test_memory_hybrid.py."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from actors.memory.store import MemoryStore
+
+HERE = ("session:", "session:s1")  # memories saved without a scope live in their session
 
 
 @pytest.fixture
@@ -20,20 +23,20 @@ def test_save_then_search_finds_it(store: MemoryStore) -> None:
         "The user's favourite colour is teal", kind="fact", tags=["prefs"], session="s1"
     )
     store.save("To deploy, run `just deploy` and watch grafana", kind="procedure")
-    hits = store.search("favourite colour")
+    hits = store.search("favourite colour", scopes=HERE)
     assert hits and hits[0].id == mid
     assert hits[0].kind == "fact"
     assert hits[0].content == "The user's favourite colour is teal"
     assert hits[0].score > 0
-    proc = store.search("how do I deploy")
+    proc = store.search("how do I deploy", scopes=HERE)
     assert proc[0].kind == "procedure"
 
 
 def test_search_uses_native_fts(store: MemoryStore, caplog: pytest.LogCaptureFixture) -> None:
     store.save("She keeps three cats and a parrot", id="pets")
     with caplog.at_level("WARNING", logger="actors.memory.store"):
-        hits = store.search("cat")  # only the stemming FTS index matches "cat" to "cats"
-        odd = store.search('what\'s "up"? (test) OR AND *')
+        hits = store.search("cat", scopes=HERE)  # only the stemming FTS index matches "cat" to "cats"
+        odd = store.search('what\'s "up"? (test) OR AND *', scopes=HERE)
     assert [h.id for h in hits] == ["pets"]
     assert odd == []
     assert not caplog.records  # FTS path did not fail over to the keyword fallback
@@ -53,7 +56,7 @@ def test_save_is_idempotent_by_id(store: MemoryStore) -> None:
     assert store.save("remember the milk", id="m-1") == "m-1"
     assert store.save("remember the milk", id="m-1") == "m-1"
     assert store.count() == 1
-    assert len(store.search("milk")) == 1
+    assert len(store.search("milk", scopes=HERE)) == 1
 
 
 def test_reopen_keeps_data(tmp_path: Path) -> None:
@@ -64,7 +67,7 @@ def test_reopen_keeps_data(tmp_path: Path) -> None:
     again = MemoryStore(path)
     also = MemoryStore(path)  # provisioning twice is harmless
     assert again.count() == 1 == also.count()
-    hits = again.search("wifi password")
+    hits = again.search("wifi password", scopes=HERE)
     assert [h.id for h in hits] == ["wifi"]
     assert hits[0].kind == "note"
 
@@ -86,7 +89,7 @@ def test_forget_hides_from_search(store: MemoryStore) -> None:
     assert store.forget("dentist") is True
     assert store.forget("dentist") is False
     assert store.forget("missing") is False
-    assert [h.id for h in store.search("dentist appointment")] == ["phone"]
+    assert [h.id for h in store.search("dentist appointment", scopes=HERE)] == ["phone"]
     assert store.count() == 1
     # redelivery of the original save must not resurrect it
     store.save("The dentist appointment is on Tuesday", id="dentist")
@@ -108,7 +111,7 @@ def test_forget_hides_from_search(store: MemoryStore) -> None:
 )
 def test_odd_queries_do_not_raise(store: MemoryStore, query: str) -> None:
     store.save("what is up with the test suite", id="t")
-    hits = store.search(query)
+    hits = store.search(query, scopes=HERE)
     assert isinstance(hits, list)
 
 
@@ -123,25 +126,10 @@ def test_ranking_puts_more_relevant_first(store: MemoryStore) -> None:
     store.save("Python is a programming language", id="generic")
     store.save("Python asyncio event loop tips: never block the event loop", id="asyncio")
     store.save("Gardening notes: water the tomatoes daily", id="garden")
-    hits = store.search("python asyncio event loop")
+    hits = store.search("python asyncio event loop", scopes=HERE)
     assert hits[0].id == "asyncio"
     assert "garden" not in [h.id for h in hits]
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-
-
-def test_keyword_fallback_when_fts_fails(
-    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store.save("Kubernetes cluster runs in region eu-west", id="k8s")
-    store.save("Cluster of grapes", id="grapes")
-
-    def boom(*_a: object, **_k: object) -> list[object]:
-        raise RuntimeError("fts broken")
-
-    monkeypatch.setattr(store, "_fts", boom)
-    hits = store.search("kubernetes cluster")
-    assert [h.id for h in hits][:1] == ["k8s"]
-    assert hits[0].score > hits[1].score > 0
 
 
 def test_search_after_optimize_and_many_saves(store: MemoryStore) -> None:
@@ -150,8 +138,8 @@ def test_search_after_optimize_and_many_saves(store: MemoryStore) -> None:
     store.save("The launch code is zebra-42", id="launch")
     store.optimize()
     store.save("A fresh memory about quokkas", id="quokka")
-    assert store.search("launch code")[0].id == "launch"
-    assert store.search("quokkas")[0].id == "quokka"
+    assert store.search("launch code", scopes=HERE)[0].id == "launch"
+    assert store.search("quokkas", scopes=HERE)[0].id == "quokka"
     assert store.count() == 62
 
 
@@ -162,7 +150,7 @@ def test_timing_report(store: MemoryStore, capsys: pytest.CaptureFixture[str]) -
         store.save(f"timing memory {i} mentions topic{i % 7}", id=f"t{i}")
     t1 = time.perf_counter()
     for i in range(n):
-        assert store.search(f"topic{i % 7}")
+        assert store.search(f"topic{i % 7}", scopes=HERE)
     t2 = time.perf_counter()
     with capsys.disabled():
         print(

@@ -35,6 +35,7 @@ async def test_send_message_delivers_text_and_files_to_the_session_chat(
     ws.mkdir(exist_ok=True)
     (ws / "report.txt").write_text("all good\n")
     (ws / "leak.txt").write_text(f"password is {SECRET}\n")
+    (ws / "env.txt").symlink_to(settings.home / ".env")  # planted by a sandboxed command
     async with actors(settings, *ALL), chat(settings) as c:
         final = await c.ask(tool_call("send_message", text="progress 50%",
                                       files=["report.txt"]))
@@ -43,7 +44,9 @@ async def test_send_message_delivers_text_and_files_to_the_session_chat(
         assert "Sent to terminal:owner with report.txt (document)." in final
         leak = await c.ask(tool_call("send_message", text="here", files=["leak.txt"]))
         outside = await c.ask(tool_call("send_message", text="here", files=["../.env"]))
+        linked = await c.ask(tool_call("send_message", text="here", files=["env.txt"]))
     assert "contains a secret" in leak and "not inside the workspace" in outside
+    assert "symbolic link" in linked
     assert not c.backlog  # neither was sent
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from kit.envfile import parse_dotenv
 from kit.redact import (
     REDACTED,
     Redactor,
     credential_guard,
     looks_secret_name,
-    parse_dotenv,
     redact_patterns,
 )
 
@@ -205,3 +205,13 @@ def test_guard_uses_known_values_from_a_redactor() -> None:
     assert result.action == "redact"
     assert result.found == ["secret-value"]
     assert "correct-horse-battery" not in result.text
+
+
+def test_dotenv_values_are_taken_literally_and_a_missing_file_is_empty(tmp_path: Path) -> None:
+    from kit.envfile import dotenv_value, load_dotenv
+
+    env = tmp_path / ".env"
+    env.write_text('TOKEN="a${HOME}b$c"\nOTHER=x\n')
+    assert dotenv_value(env, "TOKEN") == "a${HOME}b$c"  # no interpolation of secrets
+    assert dotenv_value(env, "MISSING") == ""
+    assert load_dotenv(tmp_path / "absent.env") == {}

@@ -15,6 +15,7 @@ from actors.executor.egress_proxy import EgressProxy
 from actors.executor.sandbox import detect_sandbox
 from actors.executor.sandbox.base import EGRESS_SOCKET, Layout, Sandbox
 from actors.executor.sandbox.bwrap import BwrapSandbox
+from actors.executor.sandbox.limits import CommandLimits, Limits, detect_cgroups
 from actors.llm.providers import reset_clients
 from contracts.config import Settings
 from supervisor.cli.client import gather_status
@@ -127,6 +128,89 @@ async def test_timeout_kills_everything_the_command_started(sandbox: Sandbox, pl
     assert res.timed_out and res.exit_code is None and "never" not in res.output
 
 
+FORK_MANY = (
+    "python3 -c \"import os, time\n"
+    "n = 0\n"
+    "try:\n"
+    "    while n < 1500:\n"
+    "        if os.fork() == 0:\n"
+    "            time.sleep(20); os._exit(0)\n"
+    "        n += 1\n"
+    "except OSError as exc:\n"
+    "    print('stopped at', n, exc.strerror)\n"
+    "print('forked', n)\"")
+ALLOCATE = "python3 -c \"b = b'x' * (3 << 30); print('allocated', len(b))\""
+BIG_FILE = "head -c 50M /dev/zero > big.bin; ls -l big.bin"
+
+
+@pytest.fixture
+async def limited(settings_for: SettingsFor, planted: Path) -> AsyncIterator[Sandbox]:
+    """bwrap with small limits: 64 processes, 512 MB, 10 MB files."""
+    settings = settings_for(WM__EXECUTOR__MODE="bwrap", WM__EXECUTOR__NETWORK="none",
+                            WM__SANDBOX__PIDS_LIMIT="64", WM__SANDBOX__MEMORY_MB="512",
+                            WM__SANDBOX__FILE_SIZE_MB="10")
+    sb = await detect_sandbox(settings.config, settings.home)
+    yield sb
+    await sb.close()
+
+
+async def test_processes_memory_and_file_size_are_limited(limited: Sandbox, planted: Path) -> None:
+    """1,500 processes, 3 GiB and a 50 MB file fail cleanly; the next command runs (issue 16)."""
+    assert "limits per command" in limited.facts()["note"]
+    if "cgroup" not in limited.facts()["note"] and os.geteuid() == 0:
+        pytest.skip("no cgroup here and rlimits do not bind root's process count")
+    forks = await run(limited, FORK_MANY, planted)
+    assert "stopped at" in forks.output and "forked 1500" not in forks.output, forks.output
+    # 64 in a cgroup; with rlimits the count is per user, so other processes shift it a little
+    assert int(forks.output.split("stopped at")[1].split()[0]) < 200
+    memory = await run(limited, ALLOCATE, planted)
+    assert memory.exit_code != 0 and "allocated" not in memory.output
+    big = await run(limited, BIG_FILE, planted)
+    assert (planted / "workspace" / "big.bin").stat().st_size <= 10 << 20
+    assert "File size limit exceeded" in big.output
+    bomb = await run(limited, ":(){ :|:& };:; sleep 30", planted, timeout=3)
+    assert bomb.timed_out
+    after = await run(limited, "echo still here", planted)
+    assert after.exit_code == 0 and after.output == "still here\n"
+
+
+async def test_rlimits_bound_memory_and_files_without_cgroups(planted: Path) -> None:
+    """Where no cgroup can be created, memory and file size still hold (rlimits)."""
+    sb = BwrapSandbox(Layout(planted), network="none",
+                      limits=CommandLimits(Limits(pids=64, memory_mb=512, file_size_mb=10,
+                                                  cpu_secs=5), []))
+    assert "(rlimits)" in sb.note
+    memory = await run(sb, ALLOCATE, planted)
+    assert memory.exit_code != 0 and "MemoryError" in memory.output
+    await run(sb, BIG_FILE, planted)
+    assert (planted / "workspace" / "big.bin").stat().st_size <= 10 << 20
+    spin = await run(sb, "python3 -c 'while True: pass'", planted, timeout=30)
+    assert not spin.timed_out and spin.exit_code != 0  # RLIMIT_CPU: 5 CPU seconds
+
+
+def test_cgroup_detection_finds_a_delegated_v2_cgroup_or_v1_hierarchies(tmp_path: Path) -> None:
+    v2 = tmp_path / "v2"
+    (v2 / "user" / "app").mkdir(parents=True)
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    (v2 / "user" / "app" / "cgroup.subtree_control").write_text("memory pids\n")
+    (tmp_path / "self-v2").write_text("0::/user/app\n")
+    (found,) = detect_cgroups(v2, tmp_path / "self-v2")
+    assert found.base == v2 / "user" / "app" and found.controllers == {"pids", "memory"}
+    (v2 / "user" / "app" / "cgroup.subtree_control").write_text("cpu\n")  # not delegated
+    assert detect_cgroups(v2, tmp_path / "self-v2") == []
+    v1 = tmp_path / "v1"
+    for name in ("pids", "memory/box"):
+        (v1 / name).mkdir(parents=True)
+        (v1 / name / "cgroup.procs").write_text("")
+    (tmp_path / "self-v1").write_text("8:pids:/\n4:memory:/box\n0::/\n")
+    found_v1 = detect_cgroups(v1, tmp_path / "self-v1")
+    assert [(h.base, set(h.controllers)) for h in found_v1] == [
+        (v1 / "pids", {"pids"}), (v1 / "memory" / "box", {"memory"})]
+    note = CommandLimits(Limits(pids=9, memory_mb=64, file_size_mb=1, cpu_secs=0),
+                         found_v1).describe()
+    assert "(cgroup)" in note and "at most 9 processes" in note
+
+
 async def test_auto_picks_bwrap_without_docker_and_says_why(
     settings_for: SettingsFor, planted: Path
 ) -> None:
@@ -148,6 +232,9 @@ async def test_turn_in_bwrap_mode_keeps_secrets_out_and_reports_the_mode(
     await fake.start("openai")
     monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
     monkeypatch.setenv("MY_OTHER_TOKEN", SECRET + "-env")  # the executor scrubs it
+    # ... and these by value: the .env secret under innocent names (issue 16)
+    monkeypatch.setenv("DATABASE_URL", f"postgres://app:{SECRET}@db:5432/app")
+    monkeypatch.setenv("SERVICE_SETTING", SECRET)
     reset_clients()
     settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="bwrap")
     try:

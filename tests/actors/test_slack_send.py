@@ -54,3 +54,14 @@ async def test_a_permanent_refusal_is_a_sentence_with_advice(slack: FakeSlack, b
     with pytest.raises(Reject) as err:
         await poster(slack, bus).post("reply-2", "CNOTIN1", "", [{"text": "hi"}])
     assert "not_in_channel" in str(err.value) and "/invite" in str(err.value)
+
+
+async def test_a_mangled_send_marker_is_checked_not_a_crash(slack: FakeSlack, bus: Bus) -> None:
+    from contracts import short_hash
+
+    key = f"slack.{short_hash('reply-3', 32)}.0"
+    await bus.kv_put(bus.subjects.kv_done, key, b"sending:not-a-time")
+    await poster(slack, bus).post("reply-3", "D0ALICE", "", [{"text": "three"}])
+    assert [m["text"] for m in slack.posted()] == ["three"]
+    assert slack.calls_of("conversations.history")  # looked whether it was posted first
+    assert await bus.kv_get(bus.subjects.kv_done, key) == b"done"

@@ -186,7 +186,9 @@ async def test_blocked_domains_are_refused_with_their_subdomains(
 def test_save_to_stays_inside_the_workspace(ctx: ToolContext, tmp_path: Path) -> None:
     ctx.workspace.mkdir(parents=True, exist_ok=True)
     (ctx.workspace / "out").symlink_to(tmp_path)
-    for bad in ("../x", "/etc/passwd", "~/x", "a/../../x", "out/x", ""):
+    for bad in ("../x", "/etc/passwd", "~/x", "a/../../x", ""):
         with pytest.raises(EgressError):
             web.workspace_path(ctx, bad)
-    assert web.workspace_path(ctx, "/workspace/d/f.bin") == ctx.workspace.resolve() / "d/f.bin"
+    # A link inside the workspace ("out") is refused when the file is written (kit.safefs,
+    # tested with web_fetch in test_web_tools.py), not by resolving it here.
+    assert web.workspace_path(ctx, "/workspace/d/f.bin") == "d/f.bin"

@@ -224,6 +224,28 @@ async def test_voice_photo_and_document_land_in_the_inbox(
     assert h["path"] == "(not downloaded)" and "20 MB" in h["description"]
 
 
+async def test_media_downloads_never_follow_links_planted_in_the_workspace(
+    tg: FakeTelegram, settings_for: SettingsFor, bus: Bus
+) -> None:
+    """workspace/inbox is a link the sandbox planted to the home folder: nothing is written
+    there and the turn still arrives, saying the download failed (sandbox → host, issue 16)."""
+    settings = tg_settings(settings_for, tg)
+    workspace = settings.home / "workspace"
+    (workspace / "inbox").rmdir()
+    (workspace / "inbox").symlink_to(settings.home)
+    before = sorted(p.name for p in settings.home.iterdir())
+    doc = tg.add_file("documents/file_9.txt", b"owner = 'stranger'")
+    async with actors(settings, "channel"):
+        tg.inject(tg.message(FRIEND, caption="see file", document={
+            "file_id": doc, "file_unique_id": "d9", "file_name": "config.toml",
+            "mime_type": "text/plain", "file_size": 18}))
+        (turn,) = await until(lambda: _count(bus, 1))
+    (a,) = turn["attachments"]
+    assert a["path"] == "(not downloaded)" and "failed" in a["description"]
+    assert sorted(p.name for p in settings.home.iterdir()) == before
+    assert b"stranger" not in (settings.home / "config.toml").read_bytes()
+
+
 # -- outbound --------------------------------------------------------------------------------
 
 

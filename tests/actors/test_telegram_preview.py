@@ -59,6 +59,10 @@ async def model_requests(bus: Bus) -> list[dict[str, Any]]:
     return [p for p in await stored(bus, bus.subjects.stream_cmd) if p["type"] == "llm.request"]
 
 
+async def responses(bus: Bus) -> list[dict[str, Any]]:
+    return [p for p in await stored(bus, bus.subjects.stream_evt) if p["type"] == "llm.response"]
+
+
 # -- whole turns -----------------------------------------------------------------------------
 
 
@@ -84,6 +88,27 @@ async def test_a_slow_answer_shows_one_message_edited_into_the_final_text(
     shown = [p["text"] for p in await previews(bus)]
     assert len(shown) >= 2 and all(final.startswith(t) for t in shown)
     assert llm.streamed >= 1
+    # The channel set the cadence on the turn; planner and llm only pass it on.
+    assert {r["preview_interval"] for r in await model_requests(bus)} == {0.5}
+
+
+async def test_the_cadence_travels_on_the_turn_not_in_planner_or_llm_config(
+    tg: FakeTelegram, llm: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch,
+    bus: Bus,
+) -> None:
+    # Telegram previews are off in this config, yet a turn that asks for one gets it.
+    settings = tg_settings(settings_for, tg, **with_model(monkeypatch, llm),
+                           WM__CHANNELS__TELEGRAM__PREVIEW="false")
+    turn = TurnRequest(id="terminal:cadence", session="owner", principal="owner",
+                       text="stream:3", reply_to=Sink(channel="terminal", chat="cadence"),
+                       is_owner=True, preview_interval=0.5)
+    async with actors(settings, "memory", "llm", "planner"):
+        await bus.send(turn)
+        await until(lambda: responses(bus), timeout=60)
+    requests = await model_requests(bus)
+    assert requests and all(r["preview_interval"] == 0.5 for r in requests)
+    assert requests[0]["preview_to"] == {"channel": "terminal", "chat": "cadence", "thread": ""}
+    assert await previews(bus)
 
 
 async def test_a_long_answer_edits_its_first_part_in_place_and_sends_the_rest(

@@ -94,6 +94,9 @@ async def test_one_complete_trace_per_turn_reaches_an_otlp_receiver(
     assert {"planner", "llm", "executor", "channel"} <= actors_seen
     ids = {s["span"] for s in turn}
     assert all(s["parent"] in ids for s in turn if s is not root), "every span has its parent"
+    assert any(s["attributes"].get("gen_ai.request.model") == "test-model" and
+               s["attributes"].get("gen_ai.usage.input_tokens") for s in turn)
+    assert any(s["attributes"].get("gen_ai.tool.name") == "execute_command" for s in turn)
     handled = [s for s in turn if s["attributes"].get("messaging.system") == "nats"]
     assert handled and all(s["attributes"].get("wintermute.session") == "terminal:owner"
                            for s in handled if s["attributes"].get("wintermute.actor") != "channel")

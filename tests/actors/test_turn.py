@@ -103,9 +103,11 @@ async def test_secrets_from_env_file_never_reach_the_model(
     """Direct mode (no sandbox hides .env), so the redactor is what stands in the way."""
     secret = "sup3r-s3cret-value-123456"
     (Path(settings_for().home) / ".env").write_text(f"MY_SERVICE_PASSWORD={secret}\n")
+    # Reading .env itself needs approval in direct mode (shellgate); a copy of the value does not.
+    (Path(settings_for().home) / "workspace" / "copy.txt").write_text(f"pw={secret}\n")
     settings = settings_for(**use_model(monkeypatch, "openai", fake.url), WM__EXECUTOR__MODE="direct")
     async with actors(settings, *ALL), chat(settings) as c:
-        reply = await c.ask("run: cat ../.env; echo $MY_SERVICE_PASSWORD")
+        reply = await c.ask("run: cat copy.txt; echo $MY_SERVICE_PASSWORD")
     assert secret not in reply and "[REDACTED]" in reply
     assert secret not in json.dumps(fake.requests)
 
@@ -113,7 +115,10 @@ async def test_secrets_from_env_file_never_reach_the_model(
 async def test_memory_saved_in_one_session_is_found_in_another(
     fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings_for(**use_model(monkeypatch, "openai", fake.url))
+    """Both terminal chats are the owner's: the owner's memories follow them everywhere."""
+    owner = '["terminal:owner", "terminal:second"]'
+    settings = settings_for(**use_model(monkeypatch, "openai", fake.url),
+                            WM__OWNER__PRINCIPALS=owner)
     async with actors(settings, *ALL), chat(settings) as c:
         saved = await c.ask("remember: the deploy key rotates on fridays")
         assert "Saved as memory" in saved
@@ -148,6 +153,22 @@ async def test_risky_command_waits_for_owner_approval_then_runs(
         while "Sent" in notice.text:
             notice = await c.next(("notice",))
         assert "unknown, already used or expired" in notice.text
+
+
+async def test_obfuscated_commands_wait_for_approval_in_direct_mode(
+    fake: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 16: the regex gate let these through; the parsed allowlist does not."""
+    settings = settings_for(**use_model(monkeypatch, "openai", fake.url), WM__EXECUTOR__MODE="direct")
+    target = settings.home / "workspace" / "doomed"
+    target.mkdir()
+    async with actors(settings, *ALL), chat(settings) as c:
+        for command in ("c=rm; $c -R doomed", "find doomed -delete", "echo rm -R doomed | bash"):
+            reply = await c.ask(f"run: {command}")
+            assert "Waiting for the owner's approval" in reply, (command, reply)
+            await c.next(("approval",))
+        listed = await c.ask("run: ls -a | grep -c doomed")
+    assert target.exists() and "exit code 0" in listed
 
 
 async def test_non_owner_cannot_run_commands_or_approve(

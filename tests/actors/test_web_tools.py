@@ -124,6 +124,7 @@ async def test_rate_limits_refuse_past_the_limit(
             for _ in range(3)]
     assert [o.ok for o in outs] == [True, True, False]
     assert "limited to 2 calls a minute" in outs[2].output
+    assert outs[2].refused  # a policy refusal: Flatline does not count it as a failure
     post = web_request.WebRequest()
     first = await post.run(call("web_request", url="http://api.public.test/echo",
                                 method="POST", body="x"), ctx)
@@ -151,7 +152,7 @@ async def test_web_request_to_allowlisted_domain_sends_the_body(
                                    method="POST"), ctx)
     assert "not followed" in redirect.output or "405" in redirect.output
     private = await tool.run(call("web_request", url="http://127.0.0.1:9/echo", method="POST"), ctx)
-    assert not private.ok and "Refused" in private.output
+    assert not private.ok and "Refused" in private.output and private.refused
     assert all(host == PUBLIC_IP for host, _ in net.attempts)
 
 
@@ -208,3 +209,26 @@ async def test_secrets_never_reach_output_jetstream_or_the_model(
     assert SECRET.encode() not in stored and b"sk-ant-api03-Zx9" not in stored
     requests = json.dumps(fake.requests)
     assert SECRET not in requests and "sk-ant-api03-Zx9" not in requests
+
+
+async def test_save_to_never_follows_a_link_planted_in_the_workspace(
+    settings_for: SettingsFor, bus: Bus, net: LoopbackNetwork,
+) -> None:
+    """A sandboxed command planted links to config.toml and to the home folder; web_fetch
+    save_to overwrites neither (sandbox → host, issue 16)."""
+    settings = settings_for()
+    ctx = context(settings, bus)
+    config = settings.home / "config.toml"
+    before = config.read_bytes()
+    (ctx.workspace / "notes.txt").symlink_to(config)
+    (ctx.workspace / ".fresh.bin.part").symlink_to(config)  # the old fixed temp name
+    (ctx.workspace / "home").symlink_to(settings.home)
+    tool = web.WebFetch()
+    url = "http://public.test/binary"
+    over_link = await tool.run(call("web_fetch", url=url, save_to="notes.txt"), ctx)
+    assert over_link.ok and not (ctx.workspace / "notes.txt").is_symlink()
+    fresh = await tool.run(call("web_fetch", url=url, save_to="fresh.bin"), ctx)
+    assert fresh.ok and (ctx.workspace / "fresh.bin").stat().st_size == 2048
+    through_dir = await tool.run(call("web_fetch", url=url, save_to="home/config.toml"), ctx)
+    assert not through_dir.ok and "symbolic link" in through_dir.output
+    assert config.read_bytes() == before

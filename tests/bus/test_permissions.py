@@ -25,7 +25,9 @@ from actors.channel.actor import ADAPTERS
 from bus import Bus, Subscription, ensure_consumer
 from bus.history import read_stream
 from bus.permissions import CHANNELS, CLI, GRANTS, SUPERVISOR, scope, scratch_prefix
+from contracts import HoldRelease
 from contracts.config import load_settings
+from contracts.records import TaskHold
 from state.holds import enable_task, put_task_status, release_tool, tool_status
 from supervisor.process import natsauth
 from supervisor.process.home import init_home
@@ -190,6 +192,28 @@ async def test_kv_writes_are_limited_to_an_actors_own_keys(secured: Secured) -> 
         await channel.close()
 
 
+async def test_the_channel_asks_the_supervisor_to_release_and_cannot_touch_holds(
+    secured: Secured,
+) -> None:
+    channel = await secured.bus("channel")
+    admin = await secured.bus(SUPERVISOR)
+    try:
+        release = HoldRelease(id="r1", name="flaky", principal="telegram:1", is_owner=True)
+        await channel.publish(channel.subjects.cmd("supervisor", "release"), release)
+        info = await admin.js.stream_info("WM_CMD", subjects_filter="wm.cmd.>")
+        assert "wm.cmd.supervisor.release" in (info.state.subjects or {})
+        with pytest.raises(TimeoutError):  # quarantine is the supervisor's: not even a look
+            await asyncio.wait_for(
+                channel.kv_put(channel.subjects.kv_tools, "flaky", b'{"status": "active"}'), 5)
+        assert any("kv_wm_tools" in d.lower() for d in channel.denied)
+        state = await channel.kv(channel.subjects.kv_state)
+        with pytest.raises(TimeoutError):  # and so are Flatline's outcome windows
+            await asyncio.wait_for(state.put("flatline.tool.flaky", b""), 3)
+    finally:
+        await channel.close()
+        await admin.close()
+
+
 async def test_every_actor_can_verify_bind_pull_and_report_health(secured: Secured) -> None:
     for name in ACTORS:
         bus = await secured.bus(name)
@@ -240,10 +264,10 @@ async def test_the_cli_user_lifts_flatline_holds(secured: Secured) -> None:
     try:
         await admin.kv_put(admin.subjects.kv_tools, "flaky", json.dumps(
             {"status": "quarantined", "reason": "it kept failing"}).encode())
-        await put_task_status(admin, "brief", {"task": "brief", "status": "disabled"})
+        await put_task_status(admin, "brief", TaskHold(task="brief", status="disabled"))
         assert "Released the tool flaky" in await release_tool(cli, "flaky", "the owner")
         assert "enabled again" in await enable_task(cli, "brief", "the owner")
-        assert (await tool_status(admin, "flaky") or {}).get("status") == "active"
+        assert (held := await tool_status(admin, "flaky")) is not None and held.status == "active"
         await cli.nc.flush()
         assert not cli.denied, list(cli.denied)
     finally:
@@ -295,3 +319,30 @@ def test_credentials_are_private_and_kept(secured: Secured) -> None:
 def test_one_grant_per_actor_and_the_channels_are_the_adapters() -> None:
     assert set(GRANTS) == {*ACTORS, SUPERVISOR, CLI}
     assert set(CHANNELS) == set(ADAPTERS)
+
+
+async def test_every_role_may_publish_what_the_route_table_says_it_produces(
+    secured: Secured,
+) -> None:
+    """The grants come from contracts/routes.py: each producer's subjects are accepted."""
+    from contracts.routes import publishes
+
+    admin = await secured.bus(SUPERVISOR)
+    published: list[tuple[str, str]] = []
+    try:
+        for role in (*ACTORS, CLI):
+            bus = await secured.bus(role)
+            try:
+                for pattern in publishes(role):
+                    subject = "wm." + pattern.replace("*", "probe").replace(">", "probe")
+                    ack = await bus.js.publish(subject, b"{}", timeout=5)
+                    published.append((ack.stream, subject))
+                await bus.nc.flush()
+                assert not bus.denied, f"{role}: {list(bus.denied)}"
+            finally:
+                await bus.close()
+    finally:
+        for stream, subject in published:  # leave the streams as the other tests expect them
+            await admin.js.purge_stream(stream, subject=subject)
+        await admin.close()
+    assert {s for s, _ in published} == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ"}

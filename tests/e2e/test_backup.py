@@ -7,11 +7,11 @@ history are back, the restored history is not handled again, and the agent answe
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from kit.safegit import run_git
 from tests.e2e.test_up import (
     all_healthy,
     fake_openai,
@@ -70,8 +70,7 @@ def test_backup_then_restore_into_an_empty_home(
     out = wm(env2, "restore", str(archive), timeout=180)
     assert out.returncode == 0, out.stdout + out.stderr
     assert (target / "AGENTS.md").read_text().endswith("- restored lesson 7\n")
-    log = subprocess.run(["git", "log", "--format=%s"], cwd=target / "scripts",
-                         capture_output=True, text=True, check=True).stdout
+    log = run_git(target / "scripts", "log", "--format=%s")[1]  # history in data/scripts.git
     assert "add_two" in log
 
     second = start_up(target, fake_openai)

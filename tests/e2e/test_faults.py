@@ -21,6 +21,7 @@ import pytest
 
 from actors import ACTORS
 from benchmarks.chaos_kit import ROOT, Driver, FakeModel, Instance, read_stream, tally
+from bus import Bus
 from state.holds import task_status, tool_status
 
 pytestmark = pytest.mark.slow
@@ -69,6 +70,12 @@ async def ask(driver: Driver, text: str, timeout: float = 60) -> str:
     input_id = await driver.send(text)
     assert await driver.wait([input_id], timeout) == [], f"no reply to {text!r}"
     return driver.texts[input_id]
+
+
+async def hold_of(bus: Bus, tool: str) -> tuple[str, str]:
+    """(status, rule) of the tool's Flatline hold; ("", "") when it has none."""
+    held = await tool_status(bus, tool)
+    return (held.status, held.rule) if held is not None else ("", "")
 
 
 async def restarts(inst: Instance) -> dict[str, int]:
@@ -137,7 +144,7 @@ async def test_a_failing_tool_is_quarantined_refused_and_released(
     for i in range(3):
         assert "exit code 7" in await ask(driver, f"run: echo try {i}; exit 7")
     deadline = time.monotonic() + 30
-    while (await tool_status(wm.bus, "execute_command") or {}).get("status") != "quarantined":
+    while (await hold_of(wm.bus, "execute_command"))[0] != "quarantined":
         assert time.monotonic() < deadline, "execute_command was not quarantined"
         await asyncio.sleep(0.3)
     refused = await ask(driver, "run: echo should-not-run > refused.txt")
@@ -154,10 +161,15 @@ async def test_a_failing_tool_is_quarantined_refused_and_released(
     for _ in range(2):
         assert "Timed out" in await ask(driver, "run: sleep 20")
     deadline = time.monotonic() + 30
-    while (await tool_status(wm.bus, "execute_command") or {}).get("rule") != "timeouts":
+    while await hold_of(wm.bus, "execute_command") != ("quarantined", "timeouts"):
         assert time.monotonic() < deadline, "timeouts did not quarantine the tool"
         await asyncio.sleep(0.3)
-    assert "Released" in await ask(driver, "/tools release execute_command")
+    # The chat asks; the supervisor applies it and tells the owner.
+    assert "Asked the supervisor" in await ask(driver, "/tools release execute_command")
+    deadline = time.monotonic() + 30
+    while (await hold_of(wm.bus, "execute_command"))[0] != "active":
+        assert time.monotonic() < deadline, "the supervisor did not apply /tools release"
+        await asyncio.sleep(0.3)
     assert "back-again" in await ask(driver, "run: echo back-again")
 
 
@@ -172,7 +184,7 @@ async def test_a_failing_scheduled_task_is_disabled_until_enabled(
         return len([t for t in turns if t.get("session") == "task:doomed"])
 
     deadline = time.monotonic() + 90
-    while (await task_status(bus, "doomed")).get("status") != "disabled":
+    while (await task_status(bus, "doomed")).status != "disabled":
         assert time.monotonic() < deadline, "the failing task was not disabled"
         await asyncio.sleep(0.5)
     await asyncio.sleep(5)  # a fire already on its way may still land

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from kit.safegit import run_git
 from supervisor.process.natsauth import connect_kwargs
 
 pytestmark = pytest.mark.slow
@@ -62,9 +63,7 @@ def say(env: dict[str, str], text: str) -> str:
 
 
 def git_log(home: Path) -> list[str]:
-    out = subprocess.run(["git", "log", "--format=%s"], cwd=home / "scripts", check=True,
-                         capture_output=True, text=True)
-    return out.stdout.splitlines()
+    return run_git(home / "scripts", "log", "--format=%s")[1].splitlines()
 
 
 def tools(env: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -13,6 +13,10 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
                                            spread evenly over SECONDS when the request streams
                                            (the whole text after SECONDS when it does not)
 - ... "status:CODE"                     -> HTTP CODE with a provider-shaped error body
+- a "[memory extraction]" system prompt -> a JSON list of facts from the transcript's user lines
+                                           that say "my ..." (see `_extract`)
+- a "[conversation summary]" system prompt -> the previous summary and the older user lines,
+                                           joined with "; " (see `_summarise`)
 - otherwise                             -> text "echo: <last user message>"
 
 Requests may ask for `stream: true`: the answer (text, then any tool call) comes one word per
@@ -79,8 +83,36 @@ _STATUS = re.compile(r"(?<!\w)status:\s*(\d{3})")
 _STREAM = re.compile(r"(?<!\w)stream:\s*(\d+(?:\.\d+)?)(?::(\d+))?")
 
 
+def _extract(transcript: str) -> Decision:
+    """The observer's memory extraction: each user line saying "my ..." becomes a fact (0.9 sure,
+    0.5 with "perhaps"); a line with "garbage-json" makes the answer malformed."""
+    if "garbage-json" in transcript:
+        return Decision(text="Sure! Here are the facts: the user, probably, likes things.")
+    items = [
+        {"content": line[len("user: "):].strip(), "kind": "fact",
+         "confidence": 0.5 if "perhaps" in line else 0.9}
+        for line in transcript.splitlines()
+        if line.startswith("user: ") and " my " in f" {line[len('user: '):].lower()}"
+    ]
+    return Decision(text=json.dumps(items))
+
+
+def _summarise(text: str) -> Decision:
+    """A rolling summary: the previous summary's points plus the older user lines, joined."""
+    before, _, older = text.partition("Older messages:")
+    previous = before.removeprefix("Summary so far:").strip()
+    points = [] if previous in ("", "(none)") else [previous]
+    points += [line[len("user: "):] for line in older.splitlines() if line.startswith("user: ")]
+    return Decision(text="; ".join(points))
+
+
 def decide(messages: list[dict[str, Any]]) -> Decision:
     """Pick the scripted answer for a neutral conversation."""
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    if "[memory extraction]" in system:
+        return _extract(messages[-1]["content"])
+    if "[conversation summary]" in system:
+        return _summarise(messages[-1]["content"])
     if messages and messages[-1]["role"] == "tool":
         results = []
         for m in reversed(messages):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import calendar
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,16 @@ from bus import Bus
 from contracts import (
     ApprovalResolved,
     DeadLetter,
+    HoldRelease,
     ScriptsReverted,
+    Sink,
     TaskOutcome,
     ToolOutcome,
     short_hash,
 )
 from contracts.config import Settings
+from contracts.records import ToolHold
+from kit.safegit import run_git
 from state import budget
 from state.holds import enable_task, release_tool, task_status, tool_status
 from supervisor.flatline.policy import Flatline
@@ -56,6 +59,13 @@ async def feed(fl: Flatline, tool: str, oks: list[bool], start: int = 0, **kw: A
         await fl.on_tool_outcome(outcome(tool, start + i, ok, **kw))
 
 
+async def hold(bus: Bus, tool: str) -> ToolHold:
+    """The tool's hold record; a test failure when the supervisor never wrote one."""
+    record = await tool_status(bus, tool)
+    assert record is not None, f"no hold record for {tool}"
+    return record
+
+
 async def test_consecutive_failures_quarantine_and_release_starts_afresh(
     bus: Bus, settings_for: Any
 ) -> None:
@@ -64,8 +74,8 @@ async def test_consecutive_failures_quarantine_and_release_starts_afresh(
     assert await tool_status(bus, "news") is None
     await feed(fl, "news", [False], start=4)
     status = await tool_status(bus, "news")
-    assert status and status["status"] == "quarantined"
-    assert "failed 5 times in a row" in status["reason"] and "exit code 7" in status["reason"]
+    assert status and status.status == "quarantined"
+    assert "failed 5 times in a row" in status.reason and "exit code 7" in status.reason
     assert any("I quarantined the tool news" in n and "wintermute tools release news" in n
                for n in await notices(bus))
     events = [p for p in await stream(bus, bus.subjects.stream_evt)
@@ -76,9 +86,9 @@ async def test_consecutive_failures_quarantine_and_release_starts_afresh(
     assert "Released the tool news" in await release_tool(bus, "news", "owner")
     assert "not quarantined" in await release_tool(bus, "news", "owner")
     await feed(fl, "news", [False] * 4, start=5)  # the old five no longer count
-    assert (await tool_status(bus, "news") or {})["status"] == "active"
+    assert (await hold(bus, "news")).status == "active"
     await feed(fl, "news", [False], start=9)
-    assert (await tool_status(bus, "news") or {})["status"] == "quarantined"
+    assert (await hold(bus, "news")).status == "quarantined"
 
 
 async def test_failure_rate_and_timeouts_in_the_window(bus: Bus, settings_for: Any) -> None:
@@ -86,14 +96,49 @@ async def test_failure_rate_and_timeouts_in_the_window(bus: Bus, settings_for: A
     await feed(fl, "flaky", [True, False] * 4)
     assert await tool_status(bus, "flaky") is None  # 8 calls: under the 10-call minimum
     await feed(fl, "flaky", [True, False], start=8)
-    status = await tool_status(bus, "flaky") or {}
-    assert status.get("rule") == "failure_rate" and "5 of its last 10 calls failed" in status["reason"]
+    status = await hold(bus, "flaky")
+    assert status.rule == "failure_rate" and "5 of its last 10 calls failed" in status.reason
 
     for i in range(3):
         await fl.on_tool_outcome(outcome("slowpoke", 2 * i, ok=True))
         await fl.on_tool_outcome(outcome("slowpoke", 2 * i + 1, timed_out=True))
-    status = await tool_status(bus, "slowpoke") or {}
-    assert status.get("rule") == "timeouts" and "timed out 3 times" in status["reason"]
+    status = await hold(bus, "slowpoke")
+    assert status.rule == "timeouts" and "timed out 3 times" in status.reason
+
+
+async def test_a_release_command_from_the_chat_is_applied_for_the_owner_only(
+    bus: Bus, settings_for: Any
+) -> None:
+    fl = flatline(settings_for(), bus)
+    await feed(fl, "chatty", [False] * 5)
+    assert (await hold(bus, "chatty")).status == "quarantined"
+    task = asyncio.create_task(fl.run())
+    subject = bus.subjects.cmd("supervisor", "release")
+    chat = Sink(channel="telegram", chat="42")
+    try:
+        await bus.publish(subject, HoldRelease(id="in:1:release", name="chatty",
+                                               principal="telegram:99", is_owner=False,
+                                               reply_to=chat))
+        await bus.publish(subject, HoldRelease(id="in:2:release", name="chatty",
+                                               principal="terminal:owner", is_owner=True,
+                                               reply_to=chat))
+        async with asyncio.timeout(20):
+            while True:  # the quarantine notice, then one answer per command
+                if len([n for n in await notices(bus) if "chatty" in n]) >= 3:
+                    break
+                await asyncio.sleep(0.2)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert (await hold(bus, "chatty")).status == "active"
+    said = [p for p in await stream(bus, bus.subjects.stream_out)
+            if p["type"] == "notice" and p["id"].startswith("in:")]
+    assert [p["sink"]["chat"] for p in said] == ["42", "42"]  # back to the chat that asked
+    assert "Only the owner can release chatty" in said[0]["text"]
+    assert "Released the tool chatty" in said[1]["text"]
+    events = [p for p in await stream(bus, bus.subjects.stream_evt)
+              if p["type"] == "flatline.intervention" and p["kind"] == "release"]
+    assert events and events[0]["evidence"]["by"] == "terminal:owner (/tools release)"
 
 
 async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
@@ -107,11 +152,23 @@ async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
     assert await tool_status(bus, "dup") is None
 
 
+async def test_policy_refusals_do_not_quarantine_a_tool(bus: Bus, settings_for: Any) -> None:
+    """Refused URLs (SSRF filter, blocked domains, rate limits) are the policy working."""
+    fl = flatline(settings_for(), bus)
+    for i in range(10):
+        refused = ToolOutcome(id=f"web_fetch:{i}", tool="web_fetch", ok=False, duration_ms=1,
+                              error="Refused 127.0.0.1: it names this machine", refused=True)
+        await fl.on_tool_outcome(refused)
+    assert await tool_status(bus, "web_fetch") is None
+    await feed(fl, "web_fetch", [False] * 5, start=100)  # real failures still count
+    assert (await hold(bus, "web_fetch")).status == "quarantined"
+
+
 async def test_counts_survive_a_supervisor_restart(bus: Bus, settings_for: Any) -> None:
     settings = settings_for()
     await feed(flatline(settings, bus), "web_thing", [False] * 3)
     await feed(flatline(settings, bus), "web_thing", [False] * 2, start=3)
-    assert (await tool_status(bus, "web_thing") or {}).get("status") == "quarantined"
+    assert (await hold(bus, "web_thing")).status == "quarantined"
 
 
 async def test_outcomes_from_the_bus_reach_the_rules(bus: Bus, settings_for: Any) -> None:
@@ -123,7 +180,8 @@ async def test_outcomes_from_the_bus_reach_the_rules(bus: Bus, settings_for: Any
             await bus.publish(bus.subjects.evt("tool", "outcome", out.tool), out)
         async with asyncio.timeout(20):
             while True:
-                if (await tool_status(bus, "busy_tool") or {}).get("status") == "quarantined":
+                held = await tool_status(bus, "busy_tool")
+                if held is not None and held.status == "quarantined":
                     break
                 await asyncio.sleep(0.2)
     finally:
@@ -132,10 +190,7 @@ async def test_outcomes_from_the_bus_reach_the_rules(bus: Bus, settings_for: Any
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
-                               "PATH": "/usr/bin:/bin"}).stdout.strip()
+    return run_git(repo, *args)[1]
 
 
 def commit_tool(home: Path, name: str, body: str) -> str:
@@ -161,8 +216,8 @@ async def test_a_tool_broken_by_its_last_commit_is_quarantined_and_a_revert_prop
     await asyncio.sleep(1.1)  # commit times have one-second resolution
     sha = commit_tool(home, "digest", "raise SystemExit(3)\n")
     await feed(fl, "digest", [False] * 2, start=1, ts=time.time() + 1)
-    status = await tool_status(bus, "digest") or {}
-    assert status.get("rule") == "regression" and sha[:8] in status["reason"]
+    status = await hold(bus, "digest")
+    assert status.rule == "regression" and sha[:8] in status.reason
 
     request_id = f"flatline:revert:digest:{sha}"
     [request] = await published(bus, request_id, "approval.request")
@@ -173,7 +228,7 @@ async def test_a_tool_broken_by_its_last_commit_is_quarantined_and_a_revert_prop
     assert revert["id"] == f"{request_id}:do" and revert["is_owner"]
     # The executor reverted it: the tool is back at its working version and released.
     await fl.on_event(ScriptsReverted(id="r1", request_id=f"{request_id}:do", ok=True, text="ok"))
-    assert (await tool_status(bus, "digest") or {}).get("status") == "active"
+    assert (await hold(bus, "digest")).status == "active"
 
 
 async def test_no_revert_is_proposed_when_later_commits_followed(
@@ -186,7 +241,7 @@ async def test_no_revert_is_proposed_when_later_commits_followed(
     sha = commit_tool(home, "feed", "raise SystemExit(3)\n")
     commit_tool(home, "other", "print('unrelated')\n")
     await feed(fl, "feed", [False] * 2, start=1, ts=time.time() + 1)
-    assert (await tool_status(bus, "feed") or {}).get("rule") == "regression"
+    assert (await hold(bus, "feed")).rule == "regression"
     assert not await published(bus, f"flatline:revert:feed:{sha}", "approval.request")
     assert any("did not propose reverting" in n for n in await notices(bus))
 
@@ -196,7 +251,7 @@ async def test_a_denied_revert_keeps_the_quarantine(bus: Bus, settings_for: Any)
     await feed(fl, "denied_tool", [False] * 5)
     await fl.on_event(ApprovalResolved(id="flatline:revert:denied_tool:abc:resolved",
                                        approval_id="x", session="flatline", status="denied"))
-    assert (await tool_status(bus, "denied_tool") or {}).get("status") == "quarantined"
+    assert (await hold(bus, "denied_tool")).status == "quarantined"
     assert any("was denied; the tool stays quarantined" in n for n in await notices(bus))
 
 
@@ -211,16 +266,16 @@ async def test_a_task_failing_three_times_in_a_row_is_disabled_until_enabled(
     fl = flatline(settings_for(), bus)
     for i, ok in enumerate([False, False, True, False, False]):
         await fl.on_task_outcome(task_outcome("morning", i, ok))
-    assert (await task_status(bus, "morning"))["status"] == "enabled"  # the success reset it
+    assert (await task_status(bus, "morning")).status == "enabled"  # the success reset it
     await fl.on_task_outcome(task_outcome("morning", 4, False))  # redelivered: not counted
-    assert (await task_status(bus, "morning"))["failures"] == 2
+    assert (await task_status(bus, "morning")).failures == 2
     await fl.on_task_outcome(task_outcome("morning", 5, False))
     record = await task_status(bus, "morning")
-    assert record["status"] == "disabled" and record["failures"] == 3
+    assert record.status == "disabled" and record.failures == 3
     assert any("I disabled the scheduled task morning" in n and "wintermute tasks enable morning"
                in n for n in await notices(bus))
     assert "enabled again" in await enable_task(bus, "morning", "owner")
-    assert (await task_status(bus, "morning"))["status"] == "enabled"
+    assert (await task_status(bus, "morning")).status == "enabled"
     assert "not disabled" in await enable_task(bus, "morning", "owner")
 
 

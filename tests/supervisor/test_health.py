@@ -126,4 +126,4 @@ async def test_watch_mode_tells_the_owner_when_health_changes(bus: Bus, settings
     assert texts[0].startswith("The planner actor looks unhealthy: it has not reported health")
     assert texts[1] == "The planner actor is healthy again."
     status = sup.status()
-    assert status["mode"] == "watch" and status["actors"][0]["healthy"]
+    assert status.mode == "watch" and status.actors[0].healthy

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -19,23 +16,16 @@ from actors.executor.dynamic.spec import (
     render_spec_file,
 )
 from contracts import ToolRequest, ToolSpec
+from kit import safefs
 
 SYNTAX_CHECK = "python3 -c 'import ast, sys; ast.parse(sys.stdin.buffer.read(), sys.argv[1])' "
 MAX_SOURCE = 200_000
 
 
 def write_atomic(path: Path, data: bytes, mode: int) -> None:
-    """Replace path in one step, so the registry never loads a half-written file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Replace path in one step, so the registry never loads a half-written file, and never
+    through a link the sandbox planted in scripts/ (kit.safefs)."""
+    safefs.write_bytes(path.parent, path.name, data, mode)
 
 
 class CreateTool(Tool):
@@ -113,7 +103,7 @@ class CreateTool(Tool):
                 write_atomic(scripts / py, source.encode(), 0o755)
                 write_atomic(scripts / js, spec_file, 0o644)
                 commit = await commit_paths(scripts, [py, js], f"{verb} tool: {name}")
-            except (OSError, GitError) as exc:
+            except (OSError, GitError, safefs.UnsafePath) as exc:
                 return ToolOutput(ok=False, output=f"Saving {name} failed: {exc}")
         if commit is None:
             return ToolOutput(ok=True, output=(

@@ -1,29 +1,23 @@
 """The scripts/ git repository: commits for tool changes, and undoing the last one.
 
-git runs on the host, as the executor, never inside the sandbox. Because a sandbox can write
-scripts/.git, hooks and fsmonitor are switched off for every call, and a repository whose
-local config names commands (filters, merge or diff drivers, includes) is not touched.
+git runs on the host, as the executor, never inside the sandbox, through kit.safegit: the git
+directory is data/scripts.git (out of the sandbox's reach) and git gets a minimal environment
+with hooks, fsmonitor, external diff and textconv off, so nothing the sandbox writes in scripts/
+is read as configuration or code.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import re
 import weakref
 from pathlib import Path
 
 import msgspec
 
-GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "Wintermute", "GIT_AUTHOR_EMAIL": "wintermute@localhost",
-    "GIT_COMMITTER_NAME": "Wintermute", "GIT_COMMITTER_EMAIL": "wintermute@localhost",
-}
-SAFE = ("-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false",
-        "-c", "commit.gpgsign=false")
+from kit.safegit import GitError, ensure_repo, git
 
-#: Local config keys that make git run a command of the repository's choosing.
-COMMAND_KEYS = re.compile(r"^(filter|merge|diff|include|includeif)\.", re.IGNORECASE)
+__all__ = ["GitError", "Reverted", "commit_paths", "ensure_repo", "git", "git_lock",
+           "revert_last", "tracked"]
 
 _locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
     weakref.WeakKeyDictionary()
@@ -39,10 +33,6 @@ def git_lock() -> asyncio.Lock:
     return lock
 
 
-class GitError(Exception):
-    """A git command failed; the message carries git's own words."""
-
-
 class Reverted(msgspec.Struct, frozen=True, kw_only=True):
     """The outcome of undoing the last scripts commit."""
 
@@ -50,35 +40,6 @@ class Reverted(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     commit: str = ""
     files: list[str] = msgspec.field(default_factory=list)
-
-
-async def git(repo: Path, *args: str, check: bool = True) -> tuple[int, str]:
-    """Run git in repo; (exit code, stdout + stderr). Raises GitError if check and it failed."""
-    env = {**os.environ, **GIT_IDENTITY, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            "git", *SAFE, *args, cwd=repo, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )
-    except OSError as exc:  # git missing, or scripts/ gone
-        raise GitError(f"git could not run in {repo}: {exc}") from exc
-    out, _ = await proc.communicate()
-    text = out.decode(errors="replace").strip()
-    code = proc.returncode if proc.returncode is not None else -1
-    if check and code != 0:
-        raise GitError(text or f"git {args[0]} exited with {code}")
-    return code, text
-
-
-async def check_config(repo: Path) -> None:
-    """Raise GitError if scripts/.git/config would have git run commands on the host."""
-    _, out = await git(repo, "config", "--local", "--name-only", "--list", check=False)
-    risky = sorted({k for k in out.splitlines() if COMMAND_KEYS.match(k)})
-    if risky:
-        raise GitError(
-            f"scripts/.git/config sets {', '.join(risky)}, which would make git run commands "
-            "on the host; the owner should remove those settings before tools can be saved or "
-            "reverted")
 
 
 async def tracked(repo: Path, path: str) -> bool:
@@ -90,7 +51,6 @@ async def tracked(repo: Path, path: str) -> bool:
 async def commit_paths(repo: Path, paths: list[str], message: str) -> str | None:
     """Commit exactly these paths (other changes stay as they are); the short hash, or None
     when they did not change."""
-    await check_config(repo)
     await git(repo, "add", "--", *paths)
     code, _ = await git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False)
     if code == 0:
@@ -108,10 +68,6 @@ async def revert_last(repo: Path, expect_head: str = "") -> Reverted:
         code, count = await git(repo, "rev-list", "--count", "HEAD", check=False)
         if code != 0:
             return Reverted(ok=False, text=f"scripts/ is not a usable git repository ({count}).")
-        try:
-            await check_config(repo)
-        except GitError as exc:
-            return Reverted(ok=False, text=f"Not reverted: {exc}.")
         if int(count or 0) <= 1:
             return Reverted(ok=False, text="Nothing to revert: scripts/ has only its initial "
                                            "commit.")
@@ -125,7 +81,8 @@ async def revert_last(repo: Path, expect_head: str = "") -> Reverted:
                 f"Not reverted: the last commit in scripts/ is now {head[:8]}, not "
                 f"{expect_head[:8]}; something changed since the revert was asked for."))
         _, subject = await git(repo, "log", "-1", "--format=%s")
-        _, files = await git(repo, "diff", "--name-only", "HEAD~1", "HEAD")
+        _, files = await git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only",
+                             "HEAD~1", "HEAD")
         code, out = await git(repo, "revert", "--no-commit", "HEAD", check=False)
         if code != 0:
             await git(repo, "revert", "--abort", check=False)

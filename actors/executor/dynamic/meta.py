@@ -16,10 +16,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from contracts.records import ToolMeta
+
 if TYPE_CHECKING:
     from bus import Bus
 
 log = logging.getLogger(__name__)
+
+__all__ = ["ERROR_CHARS", "META_KEY", "MetaBook", "ToolMeta", "now_iso"]
 
 META_KEY = "tools.meta"
 ERROR_CHARS = 500
@@ -28,47 +32,6 @@ ERROR_CHARS = 500
 def now_iso() -> str:
     """UTC now as a fixed-width ISO string (sorts lexicographically)."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class ToolMeta(msgspec.Struct, kw_only=True):
-    """One tool's history: versions of its files and the outcome of its calls."""
-
-    created_at: str
-    updated_at: str
-    version: int = 1
-    digest: str = ""  # sha256 of the .py and .json; a change is a new version
-    invocations: int = 0
-    successes: int = 0
-    timeouts: int = 0
-    consecutive_failures: int = 0
-    total_duration_ms: int = 0
-    last_used: str | None = None
-    last_error: str | None = None
-
-    @property
-    def success_rate(self) -> float | None:
-        return round(self.successes / self.invocations, 3) if self.invocations else None
-
-    @property
-    def avg_duration_ms(self) -> int | None:
-        return self.total_duration_ms // self.invocations if self.invocations else None
-
-    def recency(self) -> str:
-        """What "recently used" ranks by: the last call, or the last change if newer."""
-        return max(self.last_used or "", self.updated_at)
-
-    def public(self) -> dict[str, object]:
-        """The _meta view shown to people and the supervisor (derived figures included)."""
-        return {
-            "version": self.version, "created_at": self.created_at,
-            "updated_at": self.updated_at, "invocations": self.invocations,
-            "success_rate": self.success_rate, "avg_duration_ms": self.avg_duration_ms,
-            "timeouts": self.timeouts, "consecutive_failures": self.consecutive_failures,
-            "last_used": self.last_used, "last_error": self.last_error,
-        }
-
-
-_book_dec = msgspec.json.Decoder(dict[str, ToolMeta])
 
 
 class MetaBook:
@@ -81,13 +44,10 @@ class MetaBook:
 
     async def load(self) -> None:
         """Read the saved book (an unreadable one is logged and started afresh)."""
-        raw = await self.bus.kv_get(self.bus.subjects.kv_state, META_KEY)
-        if not raw:
-            return
-        try:
-            self.entries = _book_dec.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            log.warning("tools.meta in KV is unreadable; starting tool statistics afresh")
+        book = await self.bus.kv_get_as(self.bus.subjects.kv_state, META_KEY,
+                                        dict[str, ToolMeta])
+        if book is not None:
+            self.entries = book
 
     def get(self, name: str) -> ToolMeta | None:
         return self.entries.get(name)

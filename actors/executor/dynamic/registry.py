@@ -13,6 +13,7 @@ from actors.executor.dynamic import deps
 from actors.executor.dynamic.meta import MetaBook, ToolMeta
 from actors.executor.dynamic.run import DynamicTool
 from actors.executor.dynamic.spec import NAME_RE, SpecError, parse_spec_file
+from kit import safefs
 
 if TYPE_CHECKING:
     from bus import Bus
@@ -104,11 +105,11 @@ class ScriptRegistry:
         if name in reserved:
             self._problems[name] = f"scripts/{name}.json has the name of a core tool, which wins."
             return False
-        try:
-            spec_bytes = (self.scripts / f"{name}.json").read_bytes()
-            code = (self.scripts / f"{name}.py").read_bytes()
+        try:  # never through a link the sandbox planted (to config.toml, .env, ...)
+            spec_bytes = safefs.read_bytes(self.scripts, f"{name}.json")
+            code = safefs.read_bytes(self.scripts, f"{name}.py")
             spec = parse_spec_file(name, spec_bytes)
-        except OSError as exc:
+        except (OSError, safefs.UnsafePath) as exc:
             self._problems[name] = f"scripts/{name} could not be read: {exc}."
             return False
         except SpecError as exc:

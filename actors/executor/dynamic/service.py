@@ -10,9 +10,10 @@ import msgspec
 
 from actors.executor.base import Tool, ToolOutput
 from actors.executor.dynamic.create import CreateTool
-from actors.executor.dynamic.git import GitError, Reverted, revert_last
+from actors.executor.dynamic.git import GitError, Reverted, ensure_repo, revert_last
 from actors.executor.dynamic.registry import ScriptRegistry
 from contracts import Notice, ScriptsRevert, ScriptsReverted, ToolSpec, short_hash
+from contracts.records import CatalogRow
 
 if TYPE_CHECKING:
     from actors.executor.actor import ExecutorActor
@@ -43,6 +44,9 @@ class ScriptsService:
     async def start(self) -> None:
         """Load _meta and scripts/, then watch the folder for hand edits."""
         self.actor.ctx.scripts.mkdir(parents=True, exist_ok=True)
+        # `up` does this too; an executor started on its own (Kubernetes) must not use an old
+        # scripts/.git the sandbox could have written.
+        await asyncio.to_thread(ensure_repo, self.actor.ctx.scripts)
         await self.registry.load()
         self.actor.spawn(self._watch(), "scripts")
 
@@ -80,8 +84,8 @@ class ScriptsService:
         async with self._publish_lock:
             offered = [t.spec for t in self.registry.offered(self.limit)]
             await self._put("tools", msgspec.json.encode(core + offered))
-            await self._put(CATALOG_KEY, msgspec.json.encode(self.registry.catalog(core,
-                                                                                   self.limit)))
+            rows = msgspec.convert(self.registry.catalog(core, self.limit), list[CatalogRow])
+            await self._put(CATALOG_KEY, msgspec.json.encode(rows))
 
     async def _put(self, key: str, data: bytes) -> None:
         if self._published.get(key) == data:
@@ -112,7 +116,7 @@ class ScriptsService:
         elif await self.bus.kv_get(subjects.kv_done, marker) is not None:
             done = Reverted(ok=False, text=(
                 "The executor restarted while this revert was running, so it was not run "
-                "again; check `git -C scripts log` and revert again if needed."))
+                "again; check `git --git-dir=data/scripts.git log` and revert again if needed."))
         else:
             await self.bus.kv_put(subjects.kv_done, marker, b"started")
             try:
@@ -123,11 +127,11 @@ class ScriptsService:
         log.info("revert requested by %s: %s", msg.principal or "unknown", done.text)
         event = ScriptsReverted(id=f"{msg.id}:reverted", request_id=msg.id, ok=done.ok,
                                 text=done.text, commit=done.commit, files=done.files)
-        await self.actor.publish(subjects.evt("scripts", "reverted", msg.id), event)
+        await self.actor.send(event)
         if msg.reply_to is not None:
             sink = msg.reply_to
             notice = Notice(id=f"{msg.id}:notice", sink=sink, text=done.text, source="executor")
-            await self.actor.publish(subjects.outbound(sink.channel, sink.chat), notice)
+            await self.actor.send(notice)
 
     def health(self) -> dict[str, Any]:
         return {"agent_tools": len(self.registry.names())}

@@ -9,6 +9,7 @@ with network "proxy" an in-sandbox forwarder relays 127.0.0.1:3128 to the egress
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import stat
@@ -32,6 +33,8 @@ from actors.executor.sandbox.base import (
     sandbox_env,
     stop_egress,
 )
+from actors.executor.sandbox.limits import CommandLimits, Limits
+from contracts.config import SandboxConfig
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 MASK_ROOTS = ("/etc",)  # system folders that hold files only root may read (shadow, ssh keys)
@@ -93,9 +96,10 @@ class BwrapSandbox(Sandbox):
 
     def __init__(
         self, layout: Layout, *, network: str, proxy: EgressProxy | None = None,
-        egress_dir: Path | None = None, reason: str = "",
+        egress_dir: Path | None = None, reason: str = "", limits: CommandLimits | None = None,
     ) -> None:
         self.layout = layout
+        self.limits = limits or CommandLimits(Limits.from_config(SandboxConfig()), [])
         self.network = network
         self.proxy = proxy
         self.egress_dir = egress_dir
@@ -110,7 +114,7 @@ class BwrapSandbox(Sandbox):
         self.note = (
             "bwrap: each command runs under bubblewrap with a read-only system, writable "
             f"/workspace and /scripts, a private /tmp, no capabilities and no view of "
-            f"WINTERMUTE_HOME's secrets or data; network: {where}"
+            f"WINTERMUTE_HOME's secrets or data; network: {where}; {self.limits.describe()}"
             + (f" ({reason})" if reason else "")
         )
 
@@ -141,10 +145,8 @@ class BwrapSandbox(Sandbox):
     async def probe(self) -> None:
         """Run `true` the way commands run; SandboxError with bwrap's words if that fails."""
         try:
-            res = await run_process(
-                self.argv("true", "/workspace"), cwd=self.layout.workspace,
-                timeout=PROBE_TIMEOUT, output_limit=2000, env={"PATH": DEFAULT_PATH},
-            )
+            res = await self._run_limited("true", "/workspace", timeout=PROBE_TIMEOUT,
+                                          output_limit=2000, env={"PATH": DEFAULT_PATH})
         except OSError as exc:
             raise SandboxError(f"bwrap could not be started: {exc}") from exc
         if res.exit_code != 0:
@@ -159,11 +161,26 @@ class BwrapSandbox(Sandbox):
         if inside is None:
             return refused(f"{cwd} is outside the workspace and scripts folders, which are all "
                            "the sandbox can see.")
-        return await run_process(
-            self.argv(command, inside), cwd=self.layout.workspace, timeout=timeout,
-            output_limit=output_limit, env=sandbox_env(env, self.network, SANDBOX_PATH),
-            stdin=stdin,
-        )
+        try:
+            return await self._run_limited(
+                command, inside, timeout=timeout, output_limit=output_limit,
+                env=sandbox_env(env, self.network, SANDBOX_PATH), stdin=stdin)
+        except OSError as exc:
+            return refused(f"Not run: the command's resource limits could not be set up "
+                           f"({exc}); check that the executor may still create cgroups.")
+
+    async def _run_limited(
+        self, command: str, inside: str, *, timeout: float, output_limit: int,  # noqa: ASYNC109
+        env: Mapping[str, str], stdin: bytes = b"",
+    ) -> CommandResult:
+        """bwrap under the launcher: in fresh cgroups (where possible) with rlimits set."""
+        cgroups = self.limits.create()
+        try:
+            return await run_process(
+                self.limits.argv(self.argv(command, inside), cgroups), cwd=self.layout.workspace,
+                timeout=timeout, output_limit=output_limit, env=env, stdin=stdin)
+        finally:
+            await asyncio.to_thread(self.limits.remove, cgroups)
 
     async def close(self) -> None:
         await stop_egress(self.proxy, self.egress_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 from pathlib import Path
@@ -15,6 +16,7 @@ from actors.executor.sandbox.base import (
 )
 from actors.executor.sandbox.bwrap import BwrapSandbox
 from actors.executor.sandbox.direct import DirectSandbox
+from actors.executor.sandbox.limits import CommandLimits, Limits, detect_cgroups
 from contracts.config import Config
 
 log = logging.getLogger(__name__)
@@ -24,9 +26,11 @@ async def open_bwrap(config: Config, layout: Layout, *, reason: str = "") -> Bwr
     """A working bubblewrap sandbox (probed), or SandboxError saying why not."""
     if shutil.which("bwrap") is None:
         raise SandboxError("bwrap is not installed (apt-get install bubblewrap)")
+    cgroups = await asyncio.to_thread(detect_cgroups)
+    limits = CommandLimits(Limits.from_config(config.sandbox), cgroups)
     proxy, egress_dir = await start_egress(config, layout)
     sandbox = BwrapSandbox(layout, network=config.executor.network, proxy=proxy,
-                           egress_dir=egress_dir, reason=reason)
+                           egress_dir=egress_dir, reason=reason, limits=limits)
     try:
         await sandbox.probe()
     except SandboxError:

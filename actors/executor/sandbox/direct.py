@@ -10,13 +10,15 @@ from actors.executor.sandbox.base import Sandbox
 
 DIRECT_NOTE = (
     "direct (UNSANDBOXED): commands run as the Wintermute user on the host with its full "
-    "network and file access; only the environment is scrubbed, and commands matching "
-    "executor.risky_patterns wait for the owner's approval"
+    "network and file access; the environment is scrubbed, only commands made of "
+    "executor.direct_allowlist (parsed like the shell) run without the owner's approval, and "
+    "at the timeout every process a command started is killed"
 )
 
 
 class DirectSandbox(Sandbox):
-    """No isolation: bash as the Wintermute user, scrubbed environment, risky commands approved."""
+    """No isolation: bash as the Wintermute user, scrubbed environment, anything not plainly
+    harmless approved (shellgate), the whole process tree killed at the timeout."""
 
     kind = "direct"
     note = DIRECT_NOTE

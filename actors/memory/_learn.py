@@ -1,0 +1,123 @@
+"""Learned memories: what the observer's model proposed, validated and promoted by policy.
+
+Each item enters with a confidence and a source. `[memory] policy` says per kind what happens:
+`auto` makes it active at once when its confidence reaches `auto_min_confidence` (else it waits
+as a suggestion), `suggest` keeps it `proposed` until the owner promotes it, `off` drops it.
+A suggestion about the owner is put to the owner through the approval flow (buttons on
+Telegram and Slack; approved: active, denied: rejected, expired: still pending); one about
+someone else waits in `wintermute memory pending`, so their private words are not pushed
+into the owner's chat. A malformed answer from the model is rejected
+whole (the consumer dead-letters it with the reason): nothing of it is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from actors.memory.scopes import OWNER
+from bus import Reject
+from contracts import ApprovalRequest, ApprovalResolved, MemoryPropose, Sink, short_hash
+from contracts.config import MEMORY_POLICY
+
+if TYPE_CHECKING:
+    from actors.memory.actor import MemoryActor
+
+log = logging.getLogger(__name__)
+
+MAX_ITEMS = 20
+MAX_CHARS = 500
+KIND_OF = {"fact": "fact", "preference": "preference", "procedure": "procedure",
+           "correction": "fact"}  # a correction is stored as the fact it corrects to
+
+
+class Proposal(msgspec.Struct, frozen=True, forbid_unknown_fields=False):
+    """One item as the extraction prompt asks the model to write it."""
+
+    content: str
+    kind: str = "fact"
+    confidence: float = 0.5
+
+
+_proposals = msgspec.json.Decoder(list[Proposal])
+
+
+def parse(text: str) -> list[Proposal]:
+    """The model's JSON list (inside prose or a code fence, too); raises ValueError saying why."""
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end < start:
+        raise ValueError("the model's answer holds no JSON list")
+    try:
+        items = _proposals.decode(text[start : end + 1])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"the model's list is not [{{content, kind, confidence}}]: {exc}") from exc
+    if len(items) > MAX_ITEMS:
+        raise ValueError(f"the model proposed {len(items)} items; at most {MAX_ITEMS} are taken")
+    for i, item in enumerate(items):
+        if not item.content.strip() or len(item.content) > MAX_CHARS:
+            raise ValueError(f"item {i}: content must be 1 to {MAX_CHARS} characters")
+        if item.kind not in KIND_OF:
+            raise ValueError(f"item {i}: kind {item.kind!r} is not one of {sorted(KIND_OF)}")
+        if not 0.0 <= item.confidence <= 1.0:
+            raise ValueError(f"item {i}: confidence {item.confidence} is not between 0 and 1")
+    return items
+
+
+async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
+    """Validate, then save each item as active or proposed by policy (off: dropped)."""
+    try:
+        items = parse(msg.text)
+    except ValueError as exc:
+        raise Reject(f"malformed memory proposals from {msg.source or 'the model'}: {exc}") from exc
+    config = actor.config.memory
+    scope = actor.audience(msg.principal, msg.session, msg.is_owner).write
+    store = actor.store
+    for i, item in enumerate(items):
+        policy = config.policy.get(item.kind) or MEMORY_POLICY.get(item.kind, "suggest")
+        if policy == "off" or await asyncio.to_thread(store.known, item.content, scope):
+            continue
+        auto = policy == "auto" and item.confidence >= config.auto_min_confidence
+        mem_id = short_hash(f"{msg.id}:{i}", 12)
+        await asyncio.to_thread(
+            store.save, item.content, kind=KIND_OF[item.kind], session=msg.session, scope=scope,
+            id=mem_id, status="active" if auto else "proposed",
+            confidence=item.confidence, source=msg.source,
+        )
+        await actor.audit("learned" if auto else "proposed", mem_id, msg.id, scope, "observer",
+                          item.content)
+        if not auto and scope == OWNER:
+            await _ask_owner(actor, mem_id, item, policy)
+        log.info("learned %s memory (%s): %s", item.kind, "active" if auto else "proposed",
+                 item.content[:80])
+    await actor._publish_stats()
+
+
+APPROVAL_SESSION = "memory:proposal:"
+
+
+async def _ask_owner(actor: MemoryActor, mem_id: str, item: Proposal, policy: str) -> None:
+    why = (f"memory.policy.{item.kind} = suggest" if policy == "suggest" else
+           f"{item.confidence:.0%} sure, below memory.auto_min_confidence")
+    request = ApprovalRequest(
+        id=f"memory:{mem_id}:approve", session=f"{APPROVAL_SESSION}{mem_id}",
+        summary=f"Remember this about you? \u201c{item.content}\u201d (memory {mem_id})",
+        reason=f"learned from a conversation ({why})",
+        sink=Sink.parse(actor.config.owner.sink),
+    )
+    await actor.send(request)
+
+
+async def resolved(actor: MemoryActor, msg: ApprovalResolved) -> None:
+    """The owner's answer to a suggestion (other approvals are not ours: skipped)."""
+    if not msg.session.startswith(APPROVAL_SESSION) or msg.status == "expired":
+        return
+    mem_id = msg.session.removeprefix(APPROVAL_SESSION)
+    new = "active" if msg.status == "approved" else "rejected"
+    if await asyncio.to_thread(actor.store.set_status, mem_id, "proposed", new):
+        log.info("memory %s %s by the owner", mem_id, new)
+        change = "promoted" if new == "active" else "rejected"
+        await actor.audit(change, mem_id, msg.id, by="owner (approval)")
+        await actor._publish_stats()
