@@ -113,7 +113,8 @@ def test_every_command_and_option_in_the_table_exists() -> None:
         cmd: click.Command = main.commands[words[0]]  # type: ignore[attr-defined]
         if isinstance(cmd, click.Group) and len(words) > 1 and words[1] in cmd.commands:
             cmd = cmd.commands[words[1]]  # `tools release`, `tasks enable`
-        options = {o for p in cmd.params for o in getattr(p, "opts", [])}
+        commands = [cmd, *(cmd.commands.values() if isinstance(cmd, click.Group) else [])]
+        options = {o for c in commands for p in c.params for o in getattr(p, "opts", [])}
         for option in re.findall(r"--[a-z-]+", usage):
             assert option in options, f"{usage}: {option}"
         if alias:

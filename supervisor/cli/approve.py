@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from typing import Any
 
 import msgspec
 
-from bus import codec
+from bus import Delivery, codec
 from contracts import ApprovalResolved
 from contracts.config import Settings
 from supervisor.cli.chat import ChatClient
@@ -36,13 +35,13 @@ async def decide(settings: Settings, approval_id: str, approve: bool, chat: str,
     try:
         outcome: asyncio.Queue[ApprovalResolved] = asyncio.Queue()
 
-        async def on_resolved(raw: Any) -> None:
+        async def on_resolved(raw: Delivery) -> None:
             with contextlib.suppress(msgspec.DecodeError, msgspec.ValidationError):
                 resolved = _resolved.decode(raw.data)
                 if resolved.approval_id == approval_id:
                     outcome.put_nowait(resolved)
 
-        await bus.nc.subscribe(f"{bus.subjects.p}.evt.approval.resolved.>", cb=on_resolved)
+        await bus.subscribe(bus.subjects.rel("evt.approval.resolved.>"), on_resolved)
         client = ChatClient(bus, chat)
         await client.start()
         input_id = await client.send(f"/{verb} {approval_id}")

@@ -12,9 +12,8 @@ import os
 import time
 from collections.abc import Callable
 
-import msgspec
-
 from bus import Bus
+from contracts.records import ActorStatus, SupervisorStatus
 
 #: Seconds before a turn without an answer gets its first "still thinking…", then between them.
 THINKING_AFTER = 5.0
@@ -23,34 +22,13 @@ THINKING_EVERY = 20.0
 SLOW_START_SECS = 20.0
 
 
-class _ActorView(msgspec.Struct, kw_only=True):
-    """The part of one actor's entry in the supervisor status record (`wm_state` supervisor)."""
-
-    name: str
-    healthy: bool = False
-    state: str = ""
-    restarts: int = 0
-
-
-class _StatusView(msgspec.Struct, kw_only=True):
-    actors: list[_ActorView] = msgspec.field(default_factory=list)
-
-
-_status = msgspec.json.Decoder(_StatusView)
-
-
-async def read_actors(bus: Bus) -> list[_ActorView] | None:
+async def read_actors(bus: Bus) -> list[ActorStatus] | None:
     """The actors as the supervisor last published them, or None before its first record."""
     try:
-        raw = await bus.kv_get(bus.subjects.kv_state, "supervisor")
+        status = await bus.kv_get_as(bus.subjects.kv_state, "supervisor", SupervisorStatus)
     except Exception:  # noqa: BLE001 - NATS busy or restarting: no news this round
         return None
-    if not raw:
-        return None
-    try:
-        return _status.decode(raw).actors
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return None
+    return status.actors if status is not None else None
 
 
 async def why_no_reply(bus: Bus) -> str:
@@ -74,7 +52,7 @@ def busy_note() -> str:
     return f"; the machine is busy: load average {load:.1f} on {cores} cores" if load > cores else ""
 
 
-def progress_line(actors: list[_ActorView] | None, waited: float) -> str:
+def progress_line(actors: list[ActorStatus] | None, waited: float) -> str:
     """One line on how far start-up is."""
     slow = busy_note() if waited > SLOW_START_SECS else ""
     if not actors:

@@ -36,7 +36,7 @@ async def until_stopped(settings: Settings, bus: Bus, what: str) -> str:
     said_away = False
     while True:
         await asyncio.sleep(CHECK_SECS)
-        if bus.nc.is_connected:
+        if bus.connected:
             if said_away:
                 print(f"{what}: connected to NATS at {bus.url} again.", file=sys.stderr,
                       flush=True)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
+import msgspec
+
 from bus import Bus
+from contracts.records import SupervisorStatus
 from supervisor.cli import progress
 
 
@@ -18,8 +21,8 @@ def status(*healthy: bool, restarts: int = 0) -> bytes:
 
 
 def test_progress_line_counts_and_names_what_is_missing() -> None:
-    actors = progress._status.decode(status(True, True, True, True, True, False, False, False,
-                                            restarts=2)).actors
+    actors = msgspec.json.decode(status(True, True, True, True, True, False, False, False,
+                                        restarts=2), type=SupervisorStatus).actors
     line = progress.progress_line(actors, 12)
     assert line.startswith("starting: 5 of 8 actors ready (waiting for observer, heartbeat, "
                            "approval; 12 s")
