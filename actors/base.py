@@ -9,7 +9,8 @@ from collections.abc import Coroutine
 from typing import Any, ClassVar
 
 from bus import Bus, Subscription, inbox, subscription
-from contracts import Msg
+from contracts import Msg, audit_event
+from contracts.audit import AuditOutcome
 from contracts.config import Settings
 from contracts.routes import Durable, durables_of
 
@@ -81,3 +82,10 @@ class Actor:
     async def send(self, msg: Msg) -> bool:
         """Publish `msg` on the subject its route derives from it."""
         return await self.bus.send(msg)
+
+    async def audit_decision(self, decision: str, outcome: AuditOutcome, reason: str, *,
+                             about: str, principal: str = "", session: str = "",
+                             refs: dict[str, str] | None = None) -> None:
+        """Record a privileged decision on the audit stream (`wintermute audit` lists them)."""
+        await self.send(audit_event(self.name, decision, outcome, reason, about=about,
+                                    principal=principal, session=session, refs=refs))

@@ -45,7 +45,7 @@ async def connect_bus(settings: Settings, name: str) -> Bus:
         )
     bus = Bus(cfg.url, cfg.prefix, name=f"wintermute-{name}")
     await bus.connect(timeout=30, credentials=cfg.credentials, user=cfg.user,
-                      password=cfg.password)
+                      password=cfg.password, seed=cfg.seed, api_prefix=cfg.api_prefix)
     return bus
 
 

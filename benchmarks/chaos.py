@@ -1,10 +1,11 @@
 """`just chaos`: a randomized fault campaign against a real `wintermute up`, printing figures.
 
 kill -9 of random actors at random points of turns, SIGSTOP of random actors, and the embedded
-nats-server killed under load; at the end every turn is counted from the streams: sent, lost,
+nats-server killed under load, and killed twice in a row with every core busy; at the end every turn is counted from the streams: sent, lost,
 duplicated, and how long each kind of process took to come back.
 
-    python -m benchmarks.chaos [--kills 24] [--freezes 2] [--nats-kills 2] [--seed N]
+    python -m benchmarks.chaos [--kills 24] [--freezes 2] [--nats-kills 2]
+                               [--nats-double-kills 1] [--seed N]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -90,6 +92,44 @@ async def nats_rounds(inst: Instance, drv: Driver, rng: random.Random, rounds: i
               f"answered {drained[-1]:.1f}s after the kill", flush=True)
 
 
+async def next_nats_pid(inst: Instance, old: int) -> float:
+    """Seconds until the supervisor has replaced the nats-server `old`."""
+    t0 = time.monotonic()
+    while True:
+        if inst.runtime()["nats_pid"] != old:
+            return time.monotonic() - t0
+        await asyncio.sleep(0.05)
+
+
+async def nats_twice_under_load(inst: Instance, drv: Driver, rounds: int, ids: list[str],
+                                back: list[float], drained: list[float]) -> None:
+    """nats-server killed, and killed again as soon as it is back, with every core kept busy
+    by a busy loop: reconnection must converge on a slow machine."""
+    hogs = [await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
+            for _ in range(os.cpu_count() or 2)]
+    try:
+        for r in range(rounds):
+            await inst.wait_healthy(180)
+            batch = [await drv.send(f"nats twice {r}.{i}") for i in range(10)]
+            first = inst.runtime()["nats_pid"]
+            os.kill(first, signal.SIGKILL)
+            t0 = time.monotonic()
+            await next_nats_pid(inst, first)
+            second = inst.runtime()["nats_pid"]
+            os.kill(second, signal.SIGKILL)
+            back.append(await next_nats_pid(inst, second))
+            ids += batch
+            await drv.wait(batch, 300)
+            drained.append(time.monotonic() - t0)
+            print(f"  nats killed twice under CPU load {r + 1}/{rounds}: second crash replaced "
+                  f"in {back[-1]:.2f}s, 10 turns answered {drained[-1]:.1f}s after the first "
+                  "kill", flush=True)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            await hog.wait()
+
+
 def figures(values: list[float]) -> str:
     return f"p50 {percentile(values, 0.5):5.1f}s  max {max(values):5.1f}s  (n={len(values)})"
 
@@ -118,6 +158,7 @@ async def campaign(args: argparse.Namespace) -> int:
             await kill_rounds(inst, drv, rng, args.kills, ids, recovery)
             await freeze_rounds(inst, drv, rng, args.freezes, ids, detected)
             await nats_rounds(inst, drv, rng, args.nats_kills, ids, back, drained)
+            await nats_twice_under_load(inst, drv, args.nats_double_kills, ids, back, drained)
             missing = await drv.wait(ids, 180)
             result = await tally(bus, ids)
             status = await inst.status()
@@ -152,6 +193,8 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=24)
     parser.add_argument("--freezes", type=int, default=2)
     parser.add_argument("--nats-kills", type=int, default=2)
+    parser.add_argument("--nats-double-kills", type=int, default=1,
+                        help="rounds of nats-server killed twice in a row under CPU load")
     parser.add_argument("--seed", type=int, default=int(time.time()))
     raise SystemExit(asyncio.run(campaign(parser.parse_args())))
 

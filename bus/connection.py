@@ -10,13 +10,13 @@ from collections.abc import Iterable
 from typing import Any
 
 import msgspec
-import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from bus import tracing
+from bus._connect import AdaptiveTimeout, describe
 from bus.codec import encode
 from bus.kv import KvOps
 from bus.streams import StreamOps
@@ -45,14 +45,6 @@ def provision_failed(what: str, exc: BaseException) -> ProvisionError:
         "creates streams, buckets and consumers: start everything with `wintermute up` (or "
         "`wintermute up --no-spawn` next to the actors), or connect as a user allowed to."
     )
-
-
-def _cause(exc: BaseException, timeout: float) -> str:
-    """An exception as the end of a sentence; never empty (a bare TimeoutError has no text)."""
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError) and not str(exc):
-        return (f"no answer within {timeout:g} s (the server may be overloaded, or not running: "
-                "see `wintermute status` and logs/nats-server.log)")
-    return str(exc).strip() or type(exc).__name__
 
 
 class Bus(KvOps, StreamOps):
@@ -92,60 +84,73 @@ class Bus(KvOps, StreamOps):
         return self._js
 
     async def connect(
-        self, timeout: float = 10.0, credentials: str = "", user: str = "", password: str = ""
+        self, timeout: float = 10.0, credentials: str = "", user: str = "", password: str = "",
+        seed: str = "", inbox: str = "", api_prefix: str = "",
     ) -> Bus:
-        """Connect, retrying until `timeout`; reconnects forever once connected.
+        """Connect, waiting up to `timeout` for the first connection; reconnect forever after.
 
-        `credentials` is a .creds file; `user`/`password` a NATS user, whose replies then
-        arrive under its own inbox prefix (`_INBOX_<user>`), as its permissions expect.
+        `credentials` is a .creds file, `seed` an nkey seed file, `user`/`password` a NATS
+        user. Replies arrive under `inbox` (default: the user's own `_INBOX_<user>`, as its
+        permissions expect); JetStream is reached under `api_prefix` (default `$JS.API`; an
+        actor's own account imports it elsewhere, bus/accounts.py). Each handshake attempt
+        waits longer than the last one that timed out (bus/_connect.py), so a busy server is
+        waited for rather than asked again every 2 s.
         """
         from bus.permissions import inbox_prefix
 
-        connecting: list[Exception] = []  # errors of the first connection, for the message
+        pace = AdaptiveTimeout()
+        nc = Client()
+        first_error: list[BaseException] = []  # the latest error before the first connection
 
         async def on_error(exc: Exception) -> None:
-            if self._nc is None:  # still connecting: said once, at the end, if it never works
-                connecting[:] = [exc]
+            pace.failed(exc)
+            nc.options["connect_timeout"] = pace.current
+            if not nc.is_connected and self._nc is None:
+                first_error[:] = [exc]  # said once, at the end, if it never works
                 return
             if "permissions violation" in str(exc).lower():
                 log.error("nats refused this as %s: %s (see bus/permissions.py)",
                           user or "this user", exc)
                 self.denied.append(str(exc))
                 return
-            log.warning("nats error: %s", exc)
+            log.warning("nats error: %s", describe(exc, pace.current))
 
         async def on_reconnect() -> None:
+            pace.connected()
+            nc.options["connect_timeout"] = pace.current
             log.info("reconnected to nats at %s", self.url)
 
         kwargs: dict[str, Any] = {}
         if credentials:
             kwargs["user_credentials"] = credentials
-        if user:
-            kwargs.update(user=user, password=password, inbox_prefix=inbox_prefix(user))
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while True:
-            try:
-                # nats.py retries a first connection forever itself (max_reconnect_attempts=-1),
-                # a refused password included: bound it here.
-                self._nc = await asyncio.wait_for(nats.connect(
-                    self.url,
-                    name=self.name,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=0.5,
-                    connect_timeout=2,
-                    error_cb=on_error,
-                    reconnected_cb=on_reconnect,
-                    **kwargs,
-                ), max(deadline - loop.time(), 0.1))
-                break
-            except Exception as exc:  # noqa: BLE001 - any failure to connect is retried
-                if loop.time() >= deadline:
-                    cause = connecting[0] if connecting else exc
-                    raise ConnectionError(
-                        f"cannot reach NATS at {self.url}: {_cause(cause, timeout)}") from exc
-                await asyncio.sleep(0.2)
-        self._js = self._nc.jetstream(timeout=10)
+        if seed:
+            kwargs["nkeys_seed"] = seed
+        elif user:
+            kwargs.update(user=user, password=password)
+        if inbox or user:
+            kwargs["inbox_prefix"] = inbox or inbox_prefix(user)
+        started = asyncio.get_running_loop().time()
+        try:
+            # nats.py retries a first connection forever itself (max_reconnect_attempts=-1),
+            # a refused password included: bound it here.
+            await asyncio.wait_for(nc.connect(
+                self.url, name=self.name, max_reconnect_attempts=-1,
+                # nats.py annotates these as int; it only sleeps and waits on them
+                reconnect_time_wait=0.5, connect_timeout=pace.current,  # type: ignore[arg-type]
+                error_cb=on_error, reconnected_cb=on_reconnect,
+                **kwargs,
+            ), timeout)
+        except Exception as exc:  # noqa: BLE001 - any failure to connect is reported
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(nc.close(), 2)
+            cause = first_error[0] if first_error else exc
+            waited = asyncio.get_running_loop().time() - started
+            raise ConnectionError(
+                f"cannot reach NATS at {self.url}: {describe(cause, waited)}") from exc
+        pace.connected()
+        nc.options["connect_timeout"] = pace.current
+        self._nc = nc
+        self._js = nc.jetstream(timeout=10, **({"prefix": api_prefix} if api_prefix else {}))
         return self
 
     async def provision(

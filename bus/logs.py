@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kit.private import open_private, private_dir
+
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "log_context", default=None
 )
@@ -52,7 +54,8 @@ def setup(actor: str, level: str = "info", path: Path | None = None) -> None:
     """Send JSON logs to stderr (the supervisor collects them under logs/), or to `path`."""
     handler: logging.Handler
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
+        open_private(path).close()  # created 0600 before the handler opens it
         handler = logging.FileHandler(path)
     else:
         handler = logging.StreamHandler(sys.stderr)

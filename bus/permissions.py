@@ -26,7 +26,12 @@ from bus.routing import subscriptions
 from bus.subjects import BucketSpec, StreamSpec, Subjects
 from contracts.routes import ACTORS, CHANNELS, CLI, SUPERVISOR, publishes
 
-__all__ = ["CHANNELS", "CLI", "GRANTS", "SUPERVISOR", "Grant", "permissions", "scope", "users"]
+__all__ = ["CHANNELS", "CLI", "GRANTS", "INSPECT", "OPERATOR", "SUPERVISOR", "Grant",
+           "permissions", "scope", "users"]
+
+#: A read-only user for standard NATS tools (`wintermute nats-context`): not an actor, it
+#: produces nothing, so it is not in the route table.
+OPERATOR = "operator"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Grant:
     kv_write: tuple[str, ...] = ()  # "bucket:keys", e.g. "state:telegram.>" (implies reading)
     history: tuple[str, ...] = ()  # streams ("in", "cmd", ...) read with short-lived consumers
     scratch: bool = False  # administers the scratch prefix of `replay --rerun`
+    inspect: bool = False  # lists and reads every stream, consumer and bucket; changes nothing
     admin: bool = False  # provisions streams, buckets and consumers: everything
 
 
@@ -46,9 +52,11 @@ GRANTS: dict[str, Grant] = {
     "channel": Grant(
         kv_read=("state", "budget"),
         kv_write=("done:sent.>", "done:tgsent.>", "done:tgpreview.>", "done:slack.>",
-                  "state:telegram.>"),
+                  "done:webhook.>", "state:telegram.>"),
     ),
-    "planner": Grant(kv_read=("state", "budget"), kv_write=("sessions:>",)),
+    "planner": Grant(kv_read=("state", "budget"),
+                     # budget: renewal of a paused session on the next message, /reset
+                     kv_write=("sessions:>", "budget:session.>")),
     "llm": Grant(kv_write=("budget:day.>", "budget:session.>")),
     "executor": Grant(
         kv_read=("state", "tools"),
@@ -64,16 +72,23 @@ GRANTS: dict[str, Grant] = {
     CLI: Grant(
         # chat, approve/deny, revert, tools release, tasks enable; tap and chat read wm.>
         subscribe=(">",),
-        kv_read=("state", "tools"),
+        kv_read=("state", "tools", "budget"),
         # sessions: `replay --fork-at` seeds the history of the new session it forks into
         # budget:day: `replay --model` charges a live model's tokens to today's budget
         kv_write=("tools:>", "state:flatline.tool.>", "state:task.>", "sessions:>",
                   "budget:day.>"),
-        history=("in", "out", "cmd", "evt", "dlq"),
+        history=("in", "out", "cmd", "evt", "dlq", "audit"),
         scratch=True,
     ),
+    # `nats sub`, `nats stream ls/info/get`, `nats consumer ls/info`, `nats kv ls/get`.
+    OPERATOR: Grant(subscribe=(">",), inspect=True),
     SUPERVISOR: Grant(admin=True),
 }
+
+#: What `inspect` allows: the JetStream API's read-only requests.
+INSPECT = ("$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST", "$JS.API.STREAM.INFO.*",
+           "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.*", "$JS.API.DIRECT.GET.*.>",
+           "$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*", "$JS.API.CONSUMER.INFO.*.*")
 
 
 def users() -> list[str]:
@@ -93,8 +108,7 @@ def scratch_prefix(prefix: str) -> str:
 
 
 def _stream(s: Subjects, short: str) -> str:
-    return {"in": s.stream_in, "out": s.stream_out, "cmd": s.stream_cmd, "evt": s.stream_evt,
-            "dlq": s.stream_dlq}[short]
+    return s.stream(short)
 
 
 def _bucket(s: Subjects, short: str) -> str:
@@ -178,6 +192,8 @@ def permissions(
             pub.append(f"$KV.{s.kv_done}.{c.durable}.>")
     for short in grant.history:
         pub += _history(_stream(s, short))
+    if grant.inspect:
+        pub += INSPECT
     if grant.scratch:
         more_pub, more_sub = _scratch(s.p)
         pub += more_pub

@@ -11,6 +11,8 @@ from contracts import Msg, subject_token
 from contracts.routes import subject_for, subject_of
 
 DAY = 24 * 3600.0
+#: How long the audit log is kept (seed 003: longer than ordinary events).
+AUDIT_DAYS = 365
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Subjects:
         self.stream_cmd = f"{up}_CMD"
         self.stream_evt = f"{up}_EVT"
         self.stream_dlq = f"{up}_DLQ"
+        self.stream_audit = f"{up}_AUDIT"
         self.kv_health = f"{prefix}_health"
         self.kv_sessions = f"{prefix}_sessions"
         self.kv_done = f"{prefix}_done"
@@ -68,6 +71,10 @@ class Subjects:
     # events: facts, keyed by session (or tool / chat)
     def evt(self, family: str, name: str, key: str) -> str:
         return f"{self.p}.evt.{family}.{name}.{subject_token(key)}"
+
+    def audit(self, actor: str = "*", decision: str = "*") -> str:
+        """The audit subject of one actor's decisions (wildcards by default)."""
+        return f"{self.p}.audit.{actor}.{decision}"
 
     def dlq(self, actor: str) -> str:
         return f"{self.p}.dlq.{actor}"
@@ -99,6 +106,9 @@ class Subjects:
             StreamSpec(self.stream_cmd, (f"{p}.cmd.>",), 7 * DAY, "work for one actor"),
             StreamSpec(self.stream_evt, (f"{p}.evt.>",), 7 * DAY, "facts: llm, tools, memory"),
             StreamSpec(self.stream_dlq, (f"{p}.dlq.>",), 30 * DAY, "dead letters with reasons"),
+            # Kept far longer than events: the record of who allowed or refused what.
+            StreamSpec(self.stream_audit, (f"{p}.audit.>",), AUDIT_DAYS * DAY,
+                       "privileged decisions (the audit log)"),
         ]
 
     def buckets(self) -> list[BucketSpec]:

@@ -26,6 +26,8 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from kit.private import open_private, private_dir
+
 _propagator = TraceContextTextMapPropagator()
 # Real spans from the start (ids for propagation); setup() adds a service name and exporting.
 _provider: TracerProvider = TracerProvider()
@@ -56,7 +58,7 @@ class JsonlSpanExporter(SpanExporter):
                 "end_ns": span.end_time,
                 "attributes": dict(span.attributes or {}),
             }, default=str))
-        with self._lock, self.path.open("a") as fh:
+        with self._lock, open_private(self.path) as fh:
             fh.write("".join(line + "\n" for line in lines))
         return SpanExportResult.SUCCESS
 
@@ -75,7 +77,7 @@ def setup(service: str, export: str = "none", path: Path | None = None) -> None:
     global _provider, _tracer
     provider = TracerProvider(resource=Resource.create({"service.name": service}))
     if export == "file" and path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         provider.add_span_processor(BatchSpanProcessor(JsonlSpanExporter(path)))
     if export == "otlp" or otlp_endpoint():
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
+from contracts.audit import AuditEvent, audit_event
 from contracts.base import Msg, derive_id, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
@@ -83,6 +84,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Intervention,
     TaskOutcome,
     HoldRelease,
+    AuditEvent,
 )
 
 AnyMsg = (
@@ -118,6 +120,7 @@ AnyMsg = (
     | Intervention
     | TaskOutcome
     | HoldRelease
+    | AuditEvent
 )
 
 __all__ = [
@@ -127,6 +130,7 @@ __all__ = [
     "ApprovalPrompt",
     "ApprovalRequest",
     "ApprovalResolved",
+    "AuditEvent",
     "Attachment",
     "ChatMessage",
     "DeadLetter",
@@ -166,6 +170,7 @@ __all__ = [
     "ToolSpec",
     "TurnRequest",
     "Usage",
+    "audit_event",
     "derive_id",
     "short_hash",
     "subject_token",

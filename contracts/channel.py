@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from contracts.base import Msg
+from contracts.labels import Label
 
 
 class Sink(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,6 +37,12 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
     description: str = ""
 
 
+#: Who a turn speaks for, set at the edge (seed 003 §4): the owner, someone the owner paired or
+#: allowed (a third party), a webhook source, a scheduled task (cron), an event the system
+#: raised itself; "" for producers older than the field.
+PrincipalKind = Literal["owner", "paired", "third_party", "webhook", "cron", "event", ""]
+
+
 class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     """Something for the agent to answer: a user message, a scheduled task, a deferred event."""
 
@@ -42,11 +51,21 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     text: str
     reply_to: Sink
     is_owner: bool = False
-    origin: str = "user"  # user | schedule | event
+    origin: str = "user"  # user | schedule | event | webhook
     attachments: list[Attachment] = msgspec.field(default_factory=list)
     # Set by the channel: show the answer while it is written, one edit at most every this many
     # seconds (0: no preview). The channel owns the chat's policy; planner and llm pass it on.
     preview_interval: float = 0.0
+    # Set by the channel: how far this turn's data may travel (contracts/labels.py). Every
+    # turn is at least internal; a webhook's source may be configured higher.
+    label: Label = "internal"
+    principal_kind: PrincipalKind = ""
+    # Tokens this turn may use (a scheduled task's budget_tokens, a proactive check's cap);
+    # 0: only budget.max_tokens_per_turn. A turn stopped by it is skipped, not failed.
+    budget_tokens: int = 0
+    # What its model calls are charged as; "" derives it from origin (user and event: user,
+    # schedule: heartbeat).
+    purpose: str = ""
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

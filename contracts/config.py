@@ -31,9 +31,21 @@ class NatsConfig(_Section):
     port: int = 0  # embedded server port; 0 picks a free one
     prefix: str = "wm"
     credentials: str = ""  # path to a .creds file for an external server
-    # A NATS user and password; `up` sets them for each actor it spawns (embedded server).
+    # A NATS user and password, or an nkey seed file (then `user` only names the inbox space,
+    # `_INBOX_<user>`); `up` sets user, seed and api_prefix for each actor it spawns.
     user: str = ""
     password: str = ""
+    seed: str = ""
+    api_prefix: str = ""  # JetStream API prefix; empty: $JS.API (an actor's account: bus/accounts.py)
+
+
+class BreakerConfig(_Section):
+    """Per-provider circuit breaker: this many outage-like failures within the window skip the
+    provider for the cooldown (the fallback chain goes on), then one request probes it."""
+
+    failure_threshold: int = 3
+    window_secs: float = 60.0
+    cooldown_secs: float = 300.0
 
 
 class ModelLimits(_Section):
@@ -63,6 +75,12 @@ class ModelsConfig(_Section):
     max_tokens: int = 0
     max_retries: int = 2  # further attempts after a 429, a 5xx or a connection error
     limits: dict[str, ModelLimits] = msgspec.field(default_factory=dict)
+    breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
+    # Data labelled sensitive or above goes only to models running on this machine: `local`,
+    # then the chain's models whose provider is in `local_providers`; none: such turns are
+    # refused. Secret data goes to no model.
+    local: str = ""
+    local_providers: list[str] = msgspec.field(default_factory=lambda: ["ollama"])
     # Memory search vectors: local/minilm (offline, shipped as a package), openai/MODEL (any
     # OpenAI-compatible /v1/embeddings), ollama/MODEL, or none (full text only).
     embedding: str = "local/minilm"
@@ -78,11 +96,27 @@ class ModelsConfig(_Section):
         )
 
 
+class ModelPrice(_Section):
+    """US dollars per million tokens, for the cost estimate in /budget."""
+
+    input: float = 0.0
+    output: float = 0.0
+
+
 class BudgetConfig(_Section):
-    max_tokens_per_session: int = 500_000
-    max_tokens_per_day: int = 5_000_000
+    max_tokens_per_session: int = 500_000  # 0: no session budget
+    max_tokens_per_day: int = 5_000_000  # 0: no daily budget
     max_tool_calls_per_turn: int = 20
     max_dynamic_tools_per_turn: int = 20
+    # Runaway guard: a turn past this many tokens, or repeating one tool call with the same
+    # arguments this many times, is stopped with a message (0 turns either check off).
+    max_tokens_per_turn: int = 250_000
+    max_repeated_tool_calls: int = 3
+    # The day budget renews at midnight here (an IANA zone such as "Europe/Berlin");
+    # "" is the machine's local time.
+    timezone: str = ""
+    # Optional prices per model spec: "openai/gpt-4o" = {input = 2.5, output = 10}.
+    prices: dict[str, ModelPrice] = msgspec.field(default_factory=dict)
 
 
 class TerminalChannel(_Section):
@@ -138,10 +172,26 @@ class SlackChannel(_Section):
             raise ValueError("ping_interval_secs must be positive")
 
 
+class WebhookChannel(_Section):
+    """Webhooks: signed HTTP deliveries become turns of a `webhook:<source>` principal (never
+    the owner); their replies go to `sink`, which must be set."""
+
+    enabled: bool = False
+    listen: str = "127.0.0.1"
+    port: int = 8788  # 0 picks a free port (tests)
+    path: str = "/hooks"  # deliveries are POSTed to <path>/<source>
+    secret_env: str = "WINTERMUTE_WEBHOOK_SECRET"  # the HMAC key (environment or .env)
+    replay_window_secs: float = 300.0  # older or future timestamps are refused; ids seen are kept
+    sink: str = ""  # channel:chat that webhook turns reply to
+    max_body_kb: int = 256
+    label: str = "internal"  # security label of its deliveries (at least internal)
+
+
 class ChannelsConfig(_Section):
     terminal: TerminalChannel = msgspec.field(default_factory=TerminalChannel)
     telegram: TelegramChannel = msgspec.field(default_factory=TelegramChannel)
     slack: SlackChannel = msgspec.field(default_factory=SlackChannel)
+    webhook: WebhookChannel = msgspec.field(default_factory=WebhookChannel)
 
 
 class OwnerConfig(_Section):
@@ -178,6 +228,9 @@ DEFAULT_SANDBOXED_RISKY = [r"\bgit\s+push\b.*--force"]
 
 
 class ExecutorConfig(_Section):
+    # Label ceilings by tool name (contracts/labels.py): a result is labelled at least this,
+    # whatever the tool claims; unlisted tools: internal.
+    tool_labels: dict[str, str] = msgspec.field(default_factory=dict)
     # auto: a Docker/Podman API with `image`, else bubblewrap, else direct (unsandboxed)
     mode: str = "auto"
     # sandboxed modes: "proxy" (only egress.allowed_domains + package registries) or "none"
@@ -332,6 +385,13 @@ class TelemetryConfig(_Section):
     metrics_port: int = 0  # 0: a free port (its URL is in `wintermute status`)
 
 
+class PrivacyConfig(_Section):
+    # Sinks ("channel:chat", "slack:*") that data of a label may be written to; a label
+    # above internal without a rule reaches only owner.sink (secret: nothing). Keys are
+    # labels, or "regulated:*" for every regulated kind.
+    sink_rules: dict[str, list[str]] = msgspec.field(default_factory=dict)
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -349,6 +409,7 @@ class Config(_Section):
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
     telemetry: TelemetryConfig = msgspec.field(default_factory=TelemetryConfig)
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
+    privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
 
 
@@ -369,6 +430,12 @@ class HeartbeatConfig(_Section):
     proactive: bool = False
     proactive_interval_mins: float = 30.0
     proactive_budget: int = 5000
+    # Monthly tool review (seed 000): agent-created tools unused for tool_review_unused_days, or
+    # succeeding in under tool_review_min_success of their calls, are proposed for archiving
+    # (the owner approves). A cron expression; "" turns it off.
+    tool_review: str = "0 4 1 * *"
+    tool_review_unused_days: int = 30
+    tool_review_min_success: float = 0.5
 
 
 class ScheduledTask(_Section):
@@ -385,6 +452,7 @@ class ScheduledTask(_Section):
     sink: str = ""  # empty: the owner sink
     enabled: bool = True
     jitter_secs: float = 0.0  # fire up to this many seconds late, spread per task
+    budget_tokens: int = 0  # tokens one run may use; 0: only the turn ceiling and daily budget
 
 
 class AgentConfig(_Section):
@@ -512,6 +580,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
     """Checks a type cannot express."""
     models = [("models.default", config.models.default)]
     models += [(f"models.fallback[{i}]", m) for i, m in enumerate(config.models.fallback)]
+    models += [("models.local", config.models.local)]
     models += [(f"models.roles.{k}", m) for k, m in config.models.roles.items()]
     models += [(f"models.skills.{k}", m) for k, m in config.models.skills.items()]
     for key, spec in models:
@@ -557,6 +626,23 @@ def _check(config: Config, agent: AgentConfig) -> None:
             "config.toml: invalid value for 'telemetry.traces': 'none', 'file' or 'otlp'")
     if config.owner.sink and ":" not in config.owner.sink:
         raise ConfigError("config.toml: invalid value for 'owner.sink': use 'channel:chat'")
+    _check_webhook(config.channels.webhook)
+    from contracts.labels import LabelError, parse
+
+    for label in config.privacy.sink_rules:
+        if label != "regulated:*":
+            try:
+                parse(label)
+            except LabelError as exc:
+                raise ConfigError(
+                    f"config.toml: invalid key in 'privacy.sink_rules': {exc}") from None
+    for tool, label in config.executor.tool_labels.items():
+        try:
+            parse(label)
+        except LabelError as exc:
+            raise ConfigError(
+                f"config.toml: invalid value for 'executor.tool_labels.{tool}': {exc}") from None
+    _check_budget(config.budget)
     if config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
@@ -566,6 +652,50 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
     _check_tasks(agent)
+
+
+def _check_webhook(hook: WebhookChannel) -> None:
+    """An enabled webhook channel names where its replies go, explicitly."""
+    if not hook.enabled:
+        return
+    if not hook.sink or ":" not in hook.sink:
+        raise ConfigError(
+            "config.toml: 'channels.webhook.sink' is required when the webhook channel is "
+            "enabled: set the 'channel:chat' its replies go to (e.g. 'telegram:123456'); "
+            "replies never go to 'the last active chat'")
+    if hook.sink.split(":", 1)[0] == "webhook":
+        raise ConfigError("config.toml: invalid value for 'channels.webhook.sink': a webhook "
+                          "cannot be replied to; name a chat of another channel")
+    from contracts.labels import LabelError, parse
+
+    try:
+        parse(hook.label)
+    except LabelError as exc:
+        raise ConfigError(f"config.toml: invalid value for 'channels.webhook.label': {exc}") \
+            from None
+    if hook.replay_window_secs <= 0 or hook.max_body_kb <= 0:
+        raise ConfigError("config.toml: 'channels.webhook.replay_window_secs' and "
+                          "'max_body_kb' must be positive")
+
+
+def _check_budget(budget: BudgetConfig) -> None:
+    if budget.timezone:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(budget.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(
+                f"config.toml: invalid value for 'budget.timezone': {budget.timezone!r} is not "
+                "a known time zone; use an IANA name such as 'Europe/Berlin', or leave it "
+                "empty for local time") from None
+    for key, value in (("max_tokens_per_session", budget.max_tokens_per_session),
+                       ("max_tokens_per_day", budget.max_tokens_per_day),
+                       ("max_tokens_per_turn", budget.max_tokens_per_turn),
+                       ("max_repeated_tool_calls", budget.max_repeated_tool_calls)):
+        if value < 0:
+            raise ConfigError(f"config.toml: invalid value for 'budget.{key}': {value} is "
+                              "negative; use 0 to turn it off")
 
 
 def _check_mcp(config: Config) -> None:
@@ -588,6 +718,14 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
+    if agent.heartbeat.tool_review:
+        from contracts.schedule import check_cron
+
+        try:
+            check_cron(agent.heartbeat.tool_review)
+        except ScheduleError as exc:
+            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
+                from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

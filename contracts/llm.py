@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.base import Msg
 from contracts.channel import Sink
+from contracts.labels import Label
 from contracts.tools import ToolRequest
 
 
@@ -60,6 +61,13 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # the answer and publish LlmPreview events for this sink at most once per interval.
     preview_to: Sink | None = None
     preview_interval: float = 0.0
+    # The highest label of the data in `messages` (the session's, contracts/labels.py): the
+    # llm actor sends sensitive and above only to local models, secret to none.
+    label: Label = "internal"
+    # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
+    # proactive, observer, compaction, diagnosis. The session budget applies to user and
+    # escalation calls; the daily budget to all.
+    purpose: str = "user"
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
@@ -74,6 +82,8 @@ class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):
     model: str = ""
     usage: Usage = msgspec.field(default_factory=Usage)
     error: str = ""
+    # Set with `error` when a spent budget stopped the call: "session" or "day".
+    budget: str = ""
 
 
 class LlmPreview(Msg, frozen=True, kw_only=True, tag="llm.preview"):

@@ -71,6 +71,8 @@ class TaskOutcome(Msg, frozen=True, kw_only=True, tag="task.outcome"):
     turn_id: str
     ok: bool
     reason: str = ""
+    # A spent budget stopped it (its own, or the day's): neither a failure nor a success.
+    skipped: bool = False
 
 
 class HoldRelease(Msg, frozen=True, kw_only=True, tag="holds.release"):

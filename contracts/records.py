@@ -6,8 +6,9 @@ defaults, unknown fields skipped) but carry no `type` tag: a key names what it h
 values written before these types existed must still decode. Readers go through
 `Bus.kv_get_as` / `Bus.kv_update`, which treat an unreadable value as absent (with a log line).
 
-Plain values are JSON, not Structs: budget counters (wm_budget `day.*`, `session.*`, an
-int, changed with `Bus.kv_update`), the dead-letter digest cursor (wm_state
+Budget counters (wm_budget `day.<local date>`, `session.<hash>`, `flatline.<date>`) are
+`BudgetUsage` records changed only with `Bus.kv_update` (compare-and-set). Plain values are
+JSON, not Structs: the dead-letter digest cursor (wm_state
 `flatline.dlq.cursor`, an int), the Telegram poll offset (`telegram.offset.<bot>`, an int),
 budget alerts already sent (`flatline.alerts`, dict[str, float]) and the offered tool
 definitions (`tools`, list[ToolSpec]). Markers whose presence is all that counts (wm_done,
@@ -247,7 +248,7 @@ class ScheduledJob(Record, frozen=True, kw_only=True):
     """One job of the heartbeat's schedule, as `wintermute tasks` shows it."""
 
     name: str
-    kind: Literal["task", "cadence", "proactive"]
+    kind: Literal["task", "cadence", "proactive", "review"]
     when: str = ""  # the schedule in words
     prompt: str = ""
     sink: str = ""
@@ -286,3 +287,25 @@ ALL_RECORDS: tuple[type[msgspec.Struct], ...] = (
     ExecutorFacts, MemoryFacts, ToolMeta, CatalogRow, TrustEntry, SessionHead, PendingApproval,
     JobRun, ScheduledJob, Schedule, PairingRequest, TelegramPreview,
 )
+
+
+BudgetStop = Literal["", "session", "day"]
+
+
+class BudgetUsage(Record, frozen=True, kw_only=True):
+    """Tokens counted under one wm_budget key (a day, a session, Flatline's day).
+
+    `tokens` is what the limit is compared with: a session's since its last renewal (a paused
+    session is renewed by the user's next message, /reset renews it too); `total` never goes
+    back. `by_purpose` splits `tokens` by what the model call was for (user, escalation,
+    heartbeat, proactive, diagnosis, ...); `cost` is the estimate from [budget.prices] in US
+    dollars. A session's `paused` says which budget paused it ("" when it is not paused).
+    """
+
+    tokens: int = 0
+    total: int = 0
+    by_purpose: dict[str, int] = msgspec.field(default_factory=dict)
+    cost: float = 0.0
+    paused: BudgetStop = ""
+    renewals: int = 0
+    renewed_at: float = 0.0

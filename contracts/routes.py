@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.approval import ApprovalDecision, ApprovalRequest, ApprovalResolved
+from contracts.audit import AuditEvent
 from contracts.base import Msg, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
@@ -60,9 +61,9 @@ STOP_ORDER: tuple[str, ...] = (
 SUPERVISOR = "supervisor"
 CLI = "cli"
 #: The channels whose inbound subjects the channel actor publishes (its adapters).
-CHANNELS: tuple[str, ...] = ("terminal", "telegram", "slack")
+CHANNELS: tuple[str, ...] = ("terminal", "telegram", "slack", "webhook")
 #: Streams by short name: a subject's first token after the prefix names its stream.
-STREAMS: tuple[str, ...] = ("in", "out", "cmd", "evt", "dlq")
+STREAMS: tuple[str, ...] = ("in", "out", "cmd", "evt", "dlq", "audit")
 
 Keys = Callable[[Any], Mapping[str, str]]
 
@@ -109,7 +110,7 @@ class Durable:
 
     name: str
     actor: str
-    stream: str  # short name: in | out | cmd | evt | dlq
+    stream: str  # short name: in | out | cmd | evt | dlq | audit
     filters: tuple[str, ...]
     ordered_by: str = "session"  # attribute that keys in-order handling; "" for none
     ack_wait: float = 10.0
@@ -139,10 +140,16 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
     # Scheduled turns enter on in.schedule.<task> (their reply goes to the task's sink).
     if msg.origin == "schedule":
         return {"channel": "schedule", "chat": msg.session.removeprefix("task:")}
+    # Webhook deliveries enter on in.webhook.<source>; their reply sink is another channel's.
+    if msg.origin == "webhook":
+        return {"channel": "webhook", "chat": msg.principal.removeprefix("webhook:")}
     return {"channel": msg.reply_to.channel, "chat": msg.reply_to.chat}
 
 
 _OUT = "out.{sink.channel}.{sink.chat}"
+#: The actors that take privileged decisions today (approvals, refusals, denied senders,
+#: circuit breakers); only they may write to the audit log.
+_AUDITORS = ("channel", "planner", "executor", "approval", "llm")
 
 ROUTES: tuple[Route, ...] = (
     Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
@@ -173,8 +180,9 @@ ROUTES: tuple[Route, ...] = (
     Route(MemoryAdmin, "cmd.memory.admin", (CLI,), "`wintermute memory ...`: every scope"),
     Route(HoldRelease, "cmd.supervisor.release", ("channel",),
           "the owner's `/tools release NAME`, applied by the supervisor"),
-    Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", "memory",
-                                                    SUPERVISOR)),
+    Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", "memory", "heartbeat",
+                                                    SUPERVISOR),
+          "the heartbeat's is the monthly tool review's archive proposal"),
     Route(ApprovalDecision, "cmd.approval.decide", ("channel",)),
     Route(LlmResponse, "evt.llm.response.{session}", ("llm",), "with token usage"),
     Route(LlmPreview, "evt.llm.preview.{session}", ("llm",),
@@ -192,7 +200,8 @@ ROUTES: tuple[Route, ...] = (
           "audit: every change to a memory"),
     Route(ApprovalResolved, "evt.approval.resolved.{session}", ("approval",)),
     Route(SessionIdle, "evt.session.idle.{session}", ("observer",)),
-    Route(TaskOutcome, "evt.task.outcome.{task}", ("planner",)),
+    Route(TaskOutcome, "evt.task.outcome.{task}", ("planner",),
+          "a scheduled turn ended ok, failed, or skipped for a spent budget"),
     Route(Intervention, "evt.flatline.{kind}.{target}", (SUPERVISOR, CLI),
           "what the supervisor did or proposes, and the owner's lifts",
           narrow={CLI: ("evt.flatline.release.>", "evt.flatline.enable_task.>")}),
@@ -201,6 +210,9 @@ ROUTES: tuple[Route, ...] = (
     Route(DeadLetter, "dlq.{actor}", (*ACTORS, SUPERVISOR),
           "each actor publishes only its own `dlq.<actor>`",
           narrow={a: (f"dlq.{a}",) for a in ACTORS}),
+    Route(AuditEvent, "audit.{actor}.{decision}", (*_AUDITORS, SUPERVISOR),
+          "privileged decisions (kept a year); each actor publishes only `audit.<actor>.*`",
+          narrow={a: (f"audit.{a}.*",) for a in _AUDITORS}),
 )
 
 #: Sessions of the supervisor's own approval requests and LLM diagnoses: its durable reads

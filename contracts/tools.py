@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.base import Msg
 from contracts.channel import Sink
+from contracts.labels import Label
 
 
 class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
@@ -21,6 +22,9 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     is_owner: bool = False
     reply_to: Sink | None = None
+    # The turn's label (contracts/labels.py): a tool that hands the data to a model (escalate)
+    # passes it on, so the llm actor routes it like the turn itself.
+    label: Label = "internal"
     principal: str = ""  # the turn's principal (memory scopes); empty from older planners
 
 
@@ -36,6 +40,9 @@ class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
     output: str
     deferred: bool = False
     reply_to: Sink | None = None
+    # The label of `output` (contracts/labels.py): the tool's ceiling joined with what it
+    # claimed; the planner raises the turn's label by it.
+    label: Label = "internal"
 
 
 class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):

@@ -172,7 +172,8 @@ def credential_guard(text: str, redactor: Redactor | None = None) -> GuardResult
 
 
 def _credential_values(folder: Path) -> list[str]:
-    """Secret strings in the NATS credential files `up` writes (users.json, seeds, .creds)."""
+    """Secret strings in the NATS credential files `up` writes (keys/*.nk seeds, .creds); the
+    server config (public keys, accounts, permissions) holds none."""
     import json
 
     values: list[str] = []
@@ -189,7 +190,7 @@ def _credential_values(folder: Path) -> list[str]:
             for v in node:
                 leaves(v)
 
-    for path in sorted(folder.iterdir()):
+    for path in _credential_files(folder):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -204,6 +205,13 @@ def _credential_values(folder: Path) -> list[str]:
     # Only long values: user names and public keys are short or harmless; passwords, hashes
     # and seeds are long.
     return [v for v in values if len(v) >= 16]
+
+
+def _credential_files(folder: Path) -> list[Path]:
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.rglob("*")
+                  if p.is_file() and p.name not in ("server.json", "server.json.tmp"))
 
 
 class HomeRedactor(Redactor):
@@ -221,9 +229,7 @@ class HomeRedactor(Redactor):
         self.reload()
 
     def _sources(self) -> tuple[Path, ...]:
-        nats = self.home / "data" / "nats"
-        files = sorted(nats.iterdir()) if nats.is_dir() else []
-        return (self.home / ".env", *files)
+        return (self.home / ".env", *_credential_files(self.home / "data" / "nats"))
 
     def _current_stamp(self) -> tuple[float, ...]:
         stamp: list[float] = []

@@ -1,65 +1,223 @@
-"""Token budget counters in KV: per day and per session, updated with compare-and-set."""
+"""Token budgets in KV (seed 000 "Budget Management"): one record per local day and per session,
+changed only with compare-and-set so two llm replicas never lose a count.
+
+The session budget protects against a runaway conversation: when it is spent the session
+pauses, and the user's next message renews it (a fresh allowance, the history kept); /reset
+renews it too. The daily budget is the cost protection: when it is spent every model call
+stops (user turns and background work alike) until midnight in `budget.timezone`.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bus import Bus
-from contracts import short_hash
+from contracts import Usage, short_hash
 from contracts.config import BudgetConfig
+from contracts.records import BudgetUsage
 
-WARN_LEVELS = (0.95, 0.85, 0.70)
+#: The clock every budget decision reads; tests replace it to move to the next day.
+clock: Callable[[], float] = time.time
+
+#: Purposes the session budget applies to: model calls made for a conversation. Scheduled and
+#: background calls have their own caps (budget_tokens, proactive_budget, the turn ceiling).
+SESSION_PURPOSES = frozenset({"user", "escalation"})
+
+WARNINGS = (
+    (0.95, "Budget at 95%. Send final response now. Next message will fail."),
+    (0.85, "Budget at 85%. Finish current task. Avoid new tool calls."),
+    (0.70, "Budget at 70%. Consider wrapping up or summarizing."),
+)
+
+SESSION_SPENT = (
+    "⚠️ Session token budget reached ({used:,} of {limit:,}). Send another message to continue "
+    "with a fresh allocation, or /reset to start a new conversation. Adjust limits in "
+    "config.toml under [budget].max_tokens_per_session."
+)
+DAY_SPENT = (
+    "⚠️ Daily token budget reached ({used:,} of {limit:,}). I'll be back tomorrow (the budget "
+    "renews at {renews}), or you can adjust the limit in config.toml under "
+    "[budget].max_tokens_per_day."
+)
 
 
-def day_key(ts: float | None = None) -> str:
-    return "day." + time.strftime("%Y%m%d", time.gmtime(ts or time.time()))
+def zone(tz: str = "") -> tzinfo | None:
+    """The zone days are counted in: `budget.timezone`, or the machine's local time."""
+    if not tz:
+        return None
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"budget.timezone {tz!r} is not a known time zone; use an IANA name "
+                         "such as 'Europe/Berlin', or leave it empty for local time") from exc
+
+
+def local_time(ts: float, tz: str = "") -> datetime:
+    """`ts` as an aware time in the budget's zone."""
+    return datetime.fromtimestamp(ts, zone(tz)).astimezone(zone(tz))
+
+
+def day_key(ts: float | None = None, tz: str = "") -> str:
+    """The wm_budget key of the local day containing `ts` (now by default)."""
+    return "day." + local_time(clock() if ts is None else ts, tz).strftime("%Y%m%d")
+
+
+def day_start(ts: float | None = None, tz: str = "") -> float:
+    """When the local day containing `ts` began."""
+    local = local_time(clock() if ts is None else ts, tz)
+    return local.replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+
+
+def next_day(ts: float | None = None, tz: str = "") -> float:
+    """When the daily budget renews: the next local midnight after `ts`."""
+    local = local_time(clock() if ts is None else ts, tz)
+    midnight = (local + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight.timestamp()
+
+
+def renews_text(tz: str = "") -> str:
+    when = local_time(next_day(tz=tz), tz)
+    return when.strftime("%Y-%m-%d 00:00 %Z").strip() or when.strftime("%Y-%m-%d 00:00")
 
 
 def session_key(session: str) -> str:
     return f"session.{short_hash(session, 32)}"
 
 
+async def usage(bus: Bus, key: str) -> BudgetUsage:
+    """The record under `key` (empty when none, or when the value is unreadable)."""
+    return await bus.kv_get_as(bus.subjects.kv_budget, key, BudgetUsage) or BudgetUsage()
+
+
 async def used(bus: Bus, key: str) -> int:
-    """Tokens counted under `key` (0 when none, or when the value is unreadable)."""
-    return await bus.kv_get_as(bus.subjects.kv_budget, key, int) or 0
+    """Tokens counted against the limit under `key` (a session's: since its last renewal)."""
+    return (await usage(bus, key)).tokens
 
 
-async def add(bus: Bus, key: str, tokens: int) -> int:
-    """Add tokens to a counter atomically (compare-and-set; raises bus.Conflict when it keeps
-    losing to concurrent writers)."""
-    total = await bus.kv_update(bus.subjects.kv_budget, key, lambda n: (n or 0) + tokens,
-                                kind=int)
-    return total or 0
+async def add(bus: Bus, key: str, tokens: int, purpose: str = "", cost: float = 0.0) -> int:
+    """Add tokens (and their estimated cost) to a record atomically; the new count.
+
+    Compare-and-set: raises bus.Conflict when it keeps losing to concurrent writers."""
+
+    def change(old: BudgetUsage | None) -> BudgetUsage:
+        old = old or BudgetUsage()
+        by = dict(old.by_purpose)
+        if purpose:
+            by[purpose] = by.get(purpose, 0) + tokens
+        return BudgetUsage(tokens=old.tokens + tokens, total=old.total + tokens, by_purpose=by,
+                           cost=old.cost + cost, paused=old.paused, renewals=old.renewals,
+                           renewed_at=old.renewed_at)
+
+    new = await bus.kv_update(bus.subjects.kv_budget, key, change, kind=BudgetUsage)
+    return new.tokens if new is not None else 0
+
+
+def cost_of(cfg: BudgetConfig, model: str, spent: Usage) -> float:
+    """Estimated US dollars of one call from [budget.prices] (0 for a model without a price)."""
+    price = cfg.prices.get(model)
+    if price is None:
+        return 0.0
+    return (spent.input_tokens * price.input + spent.output_tokens * price.output) / 1_000_000
+
+
+async def charge(bus: Bus, cfg: BudgetConfig, session: str, purpose: str, model: str,
+                 spent: Usage) -> None:
+    """Count one model call against the day and the session, under its purpose."""
+    tokens = spent.input_tokens + spent.output_tokens
+    if not tokens:
+        return
+    cost = cost_of(cfg, model, spent)
+    await add(bus, day_key(tz=cfg.timezone), tokens, purpose, cost)
+    await add(bus, session_key(session), tokens, purpose, cost)
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a model call may not be made: which budget, and the sentence for the user."""
+
+    kind: str  # session | day
+    message: str
+
+
+async def day_spent(bus: Bus, cfg: BudgetConfig) -> Stop | None:
+    """The daily budget's stop, or None while there is room."""
+    day = await used(bus, day_key(tz=cfg.timezone))
+    if cfg.max_tokens_per_day and day >= cfg.max_tokens_per_day:
+        text = DAY_SPENT.format(used=day, limit=cfg.max_tokens_per_day,
+                                renews=renews_text(cfg.timezone))
+        return Stop("day", text)
+    return None
+
+
+async def check(bus: Bus, cfg: BudgetConfig, session: str, purpose: str = "user") -> Stop | None:
+    """The budget that forbids a model call for this session and purpose, or None."""
+    stop = await day_spent(bus, cfg)
+    if stop is not None or purpose not in SESSION_PURPOSES:
+        return stop
+    sess = await used(bus, session_key(session))
+    if cfg.max_tokens_per_session and sess >= cfg.max_tokens_per_session:
+        return Stop("session", SESSION_SPENT.format(used=sess, limit=cfg.max_tokens_per_session))
+    return None
 
 
 async def exhausted(bus: Bus, cfg: BudgetConfig, session: str) -> str:
-    """A sentence saying which budget is used up, or "" when there is room."""
-    day = await used(bus, day_key())
-    if cfg.max_tokens_per_day and day >= cfg.max_tokens_per_day:
-        return (
-            f"The daily token budget is used up ({day:,} of {cfg.max_tokens_per_day:,}). "
-            "It resets at midnight UTC; raise budget.max_tokens_per_day in config.toml to go on."
-        )
-    sess = await used(bus, session_key(session))
-    if cfg.max_tokens_per_session and sess >= cfg.max_tokens_per_session:
-        return (
-            f"This session's token budget is used up ({sess:,} of "
-            f"{cfg.max_tokens_per_session:,}). Send /reset to start a fresh session, or raise "
-            "budget.max_tokens_per_session in config.toml."
-        )
-    return ""
+    """A sentence saying which budget is used up for a conversation, or "" when there is room."""
+    stop = await check(bus, cfg, session)
+    return stop.message if stop else ""
 
 
-async def budget_note(bus: Bus, cfg: BudgetConfig) -> str:
-    """A warning for the model at 70/85/95 % of the daily budget, else ""."""
-    if not cfg.max_tokens_per_day:
-        return ""
-    day = await used(bus, day_key())
-    share = day / cfg.max_tokens_per_day
-    for level in WARN_LEVELS:
+async def pause(bus: Bus, session: str, kind: str) -> None:
+    """Mark a session paused by a spent budget (the user's next message renews it)."""
+
+    def change(old: BudgetUsage | None) -> BudgetUsage:
+        old = old or BudgetUsage()
+        return BudgetUsage(tokens=old.tokens, total=old.total, by_purpose=old.by_purpose,
+                           cost=old.cost, paused="day" if kind == "day" else "session",
+                           renewals=old.renewals, renewed_at=old.renewed_at)
+
+    await bus.kv_update(bus.subjects.kv_budget, session_key(session), change, kind=BudgetUsage)
+
+
+async def renew(bus: Bus, session: str, force: bool = False) -> bool:
+    """Give a paused session a fresh allowance (always with `force`: /reset); whether it did.
+
+    The count since renewal and its split by purpose start again; `total` stays."""
+    renewed = False
+
+    def change(old: BudgetUsage | None) -> BudgetUsage | None:
+        nonlocal renewed
+        old = old or BudgetUsage()
+        renewed = force or bool(old.paused)
+        if not renewed:
+            return None  # leave it as it is
+        return BudgetUsage(total=old.total, renewals=old.renewals + 1, renewed_at=clock())
+
+    await bus.kv_update(bus.subjects.kv_budget, session_key(session), change, kind=BudgetUsage)
+    return renewed
+
+
+def _warning(share: float) -> str:
+    for level, text in WARNINGS:
         if share >= level:
-            return (
-                f"{int(level * 100)}% of today's token budget is used ({day:,} of "
-                f"{cfg.max_tokens_per_day:,}). Be brief and avoid needless tool calls."
-            )
+            return text
     return ""
+
+
+async def budget_note(bus: Bus, cfg: BudgetConfig, session: str = "",
+                      purpose: str = "user") -> str:
+    """The seed's warning for the model once a budget passes 70/85/95 %, else ""."""
+    notes = []
+    day = await used(bus, day_key(tz=cfg.timezone))
+    if cfg.max_tokens_per_day and (text := _warning(day / cfg.max_tokens_per_day)):
+        notes.append(f"[System: {text}] (daily budget: {day:,} of {cfg.max_tokens_per_day:,} "
+                     "tokens)")
+    if session and purpose in SESSION_PURPOSES and cfg.max_tokens_per_session:
+        sess = await used(bus, session_key(session))
+        if text := _warning(sess / cfg.max_tokens_per_session):
+            notes.append(f"[System: {text}] (session budget: {sess:,} of "
+                         f"{cfg.max_tokens_per_session:,} tokens)")
+    return "\n".join(notes)

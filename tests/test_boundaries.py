@@ -28,7 +28,6 @@ JSON_LOADS_ALLOWED = {
     "actors/executor/dynamic/run.py": "checking that a tool script printed JSON",
     "supervisor/process/up.py": "data/runtime.json, a local file",
     "supervisor/process/status.py": "data/runtime.json, a local file",
-    "supervisor/process/natsauth.py": "the generated NATS credentials file",
     "supervisor/process/home.py": "data/seeded.json, a local file",
     "supervisor/process/backup.py": "the backup archive's own files (raw KV bytes restored as is)",
     "kit/redact.py": "NATS credential files, read to redact their values",

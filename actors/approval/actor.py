@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from typing import Literal
 
 import msgspec
 
@@ -19,13 +20,14 @@ from contracts import (
     Notice,
     Sink,
 )
-from contracts.records import ApprovalState
 from contracts.records import PendingApproval as Pending
 
 log = logging.getLogger(__name__)
 
 ApprovalInbox = ApprovalRequest | ApprovalDecision
 EXPIRY_SECS = 300.0
+#: How a pending approval ends (each is also its audit outcome).
+Resolution = Literal["approved", "denied", "expired"]
 ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 
@@ -37,6 +39,13 @@ def short_id(seed: str) -> str:
         n, r = divmod(n, 62)
         out.append(ALPHABET[r])
     return "".join(out)
+
+
+def _refs(req: ApprovalRequest, approval_id: str) -> dict[str, str]:
+    refs = {"approval_id": approval_id, "request": req.id}
+    if req.call is not None:
+        refs["tool"] = req.call.name
+    return refs
 
 
 class ApprovalActor(Actor):
@@ -68,6 +77,8 @@ class ApprovalActor(Actor):
             summary=f"{msg.summary}\nWhy: {msg.reason}", expires_at=pending.expires_at,
         )
         await self.send(prompt)
+        await self.audit_decision("approval.asked", "asked", msg.reason, about=msg.id,
+                         session=msg.session, refs=_refs(msg, aid))
 
     async def _on_decision(self, msg: ApprovalDecision) -> None:
         owner = msg.is_owner and msg.principal in self.config.owner.principals
@@ -81,6 +92,11 @@ class ApprovalActor(Actor):
             return
         if not owner:
             log.warning("approval %s answered by non-owner %s", msg.approval_id, msg.principal)
+            await self.audit_decision("approval.decided", "refused",
+                             "An answer from someone other than the owner was ignored.",
+                             about=msg.id, principal=msg.principal,
+                             session=pending.request.session,
+                             refs=_refs(pending.request, msg.approval_id))
             await self._tell(
                 f"Approval {msg.approval_id}: an answer from {msg.principal} was ignored; only "
                 "the owner can decide.", msg.id, msg.reply_to,
@@ -90,10 +106,11 @@ class ApprovalActor(Actor):
             await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id,
                              msg.reply_to)
             return
-        status: ApprovalState = "approved" if msg.approved else "denied"
-        await self._resolve(pending, status, revision)
+        status: Resolution = "approved" if msg.approved else "denied"
+        await self._resolve(pending, status, revision, msg.principal)
 
-    async def _resolve(self, pending: Pending, status: ApprovalState, revision: int) -> None:
+    async def _resolve(self, pending: Pending, status: Resolution, revision: int,
+                       decider: str = "") -> None:
         """Single use: the compare-and-set on the KV revision lets only one answer win."""
         decided = msgspec.structs.replace(pending, status=status)
         if not await self.bus.kv_swap(self.bucket, pending.approval_id, decided, revision):
@@ -108,6 +125,10 @@ class ApprovalActor(Actor):
         with tracing.resume(req.traceparent, "approval resolved", **{
                 "wintermute.approval_id": pending.approval_id, "wintermute.outcome": status}):
             await self.send(resolved)
+        why = (f"The owner {status} it." if decider
+               else f"Nobody answered within {EXPIRY_SECS:.0f} seconds.")
+        await self.audit_decision("approval.decided", status, why, about=resolved.id, principal=decider,
+                         session=req.session, refs=_refs(req, pending.approval_id))
         await self.bus.kv_delete(self.bucket, pending.approval_id)
 
     async def _tell(self, text: str, ref: str, sink: Sink | None = None) -> None:

@@ -58,8 +58,10 @@ class Inbound:
         notice = Notice(id=nid, sink=sink, text=text, source="slack")
         await self.bus.send(notice)
 
-    async def _refuse(self, who: str, sink: Sink, text: str) -> None:
+    async def _refuse(self, who: str, sink: Sink, text: str, about: str) -> None:
         """At most one short refusal per stranger (or channel) and nothing else of theirs."""
+        await self.actor.audit_decision("sender.denied", "refused", text, about=about, principal=who,
+                               refs={"chat": sink.chat})
         if await self._mark(f"slack.refused.{short_hash(who, 32)}"):
             await self._notice(sink, text, f"{who}:refusal")
         log.info("refused slack input from %s", who)
@@ -103,9 +105,9 @@ class Inbound:
             session = principal
         if group and not self.channel_allowed(channel):
             await self._refuse(f"slack:{team}:channel:{channel}", sink,
-                               REFUSE_CHANNEL.format(channel=channel))
+                               REFUSE_CHANNEL.format(channel=channel), input_id)
         elif not self.user_allowed(principal, user):
-            await self._refuse(principal, sink, REFUSE_USER.format(user=user))
+            await self._refuse(principal, sink, REFUSE_USER.format(user=user), input_id)
         else:
             await self._accept(input_id, principal, session, sink, group,
                                self._text(event, bot_user))
@@ -142,7 +144,8 @@ class Inbound:
         if group:  # several people share a thread; the model needs to know who speaks
             body = f"[{principal.rsplit(':', 1)[-1]}] {body}"
         turn = TurnRequest(id=input_id, session=session, principal=principal, text=body,
-                           reply_to=sink, is_owner=is_owner)
+                           reply_to=sink, is_owner=is_owner,
+                           principal_kind="owner" if is_owner else "third_party")
         await self.bus.send(turn)
 
     # --- buttons and slash commands ---------------------------------------------------------
@@ -170,6 +173,9 @@ class Inbound:
         team, user, channel = body.get("team_id", "T"), body["user_id"], body["channel_id"]
         principal = f"slack:{team}:{user}"
         if not self.user_allowed(principal, user):
+            await self.actor.audit_decision("sender.denied", "refused", REFUSE_USER.format(user=user),
+                                   about=f"slack:{team}:slash:{body.get('trigger_id', '')}",
+                                   principal=principal, refs={"chat": channel})
             first = await self._mark(f"slack.refused.{short_hash(principal, 32)}")
             return REFUSE_USER.format(user=user) if first else ""
         session = principal if channel.startswith("D") else f"slack:{team}:{channel}"

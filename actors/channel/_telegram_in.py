@@ -119,6 +119,8 @@ class Inbound:
         turn = TurnRequest(
             id=base, session=session, principal=principal, text=text, reply_to=sink,
             is_owner=ctx.is_owner, attachments=attachments,
+            principal_kind="owner" if ctx.is_owner else (
+                "third_party" if user.id in self.cfg.allowed_users else "paired"),
             preview_interval=self.cfg.preview_interval_secs if self.cfg.preview else 0.0,
         )
         await self.a.bus.send(turn)
@@ -149,6 +151,11 @@ class Inbound:
 
     async def _stranger(self, base: str, user: Any, sink: Sink) -> None:
         """An unknown user: at most one short answer; with pairing on, ask the owner once."""
+        await self.a.actor.audit_decision(
+            "sender.denied", "refused",
+            "A Telegram user who is not in channels.telegram.allowed_users wrote to the bot"
+            + (" (the owner is asked to pair them once)." if self.cfg.pairing else "."),
+            about=base, principal=f"telegram:{user.id}", refs={"chat": sink.chat})
         if self.cfg.pairing:
             key = f"pairing.{user.id}"
             if await self.a.state_get(key) is not None:

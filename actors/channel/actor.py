@@ -28,6 +28,7 @@ ChannelInbox = Reply | ApprovalPrompt | Notice | TerminalInput
 ADAPTERS = {"terminal": "actors.channel.terminal:TerminalAdapter"}
 ADAPTERS["slack"] = "actors.channel.slack:SlackAdapter"
 ADAPTERS["telegram"] = "actors.channel.telegram:TelegramAdapter"
+ADAPTERS["webhook"] = "actors.channel.webhook:WebhookAdapter"
 
 
 class ChannelActor(Actor):

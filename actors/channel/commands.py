@@ -15,10 +15,10 @@ from contracts import (
     Sink,
 )
 from contracts.records import ExecutorFacts, SupervisorStatus
-from state import budget
+from state import budget_view
 
 HELP = (
-    "Commands: /status (actors and health), /budget (tokens used), /reset (forget this "
+    "Commands: /status (actors and health), /budget (token budgets, what used them, when they renew), /reset (forget this "
     "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
     "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
@@ -80,7 +80,8 @@ async def _deny(actor: Any, ctx: CommandContext, rest: str) -> str:
 async def _reset(actor: Any, ctx: CommandContext, rest: str) -> str:
     reset = SessionReset(id=f"{ctx.input_id}:reset", session=ctx.session)
     await actor.bus.send(reset)
-    return "This conversation's history was cleared; memories stay."
+    return ("This conversation's history was cleared and its session budget starts afresh; "
+            "memories stay.")
 
 
 async def _state(actor: Any, key: str, kind: type[T]) -> T | None:
@@ -101,13 +102,7 @@ async def _status(actor: Any, ctx: CommandContext, rest: str) -> str:
 
 
 async def _budget(actor: Any, ctx: CommandContext, rest: str) -> str:
-    cfg = actor.config.budget
-    day = await budget.used(actor.bus, budget.day_key())
-    sess = await budget.used(actor.bus, budget.session_key(ctx.session))
-    return (
-        f"Today: {day:,} of {cfg.max_tokens_per_day:,} tokens. This session: {sess:,} of "
-        f"{cfg.max_tokens_per_session:,}."
-    )
+    return await budget_view.summary(actor.bus, actor.config.budget, ctx.session)
 
 
 async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:

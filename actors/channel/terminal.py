@@ -48,7 +48,7 @@ class TerminalAdapter(Adapter):
         turn = TurnRequest(
             id=f"terminal:{update.id}", session=principal, principal=principal,
             text=guard.text, reply_to=Sink(channel="terminal", chat=update.chat),
-            is_owner=is_owner,
+            is_owner=is_owner, principal_kind="owner" if is_owner else "third_party",
         )
         await self.bus.send(turn)
 

@@ -28,6 +28,7 @@ from contracts import (
     ToolOutcome,
     ToolRequest,
     ToolResult,
+    labels,
     short_hash,
 )
 from contracts.records import ExecutorFacts
@@ -135,23 +136,47 @@ class ExecutorActor(Actor):
             return
         quarantine = await self._quarantined(req.name)
         if quarantine:
-            await self._result(req, False, quarantine)
+            await self._refuse(req, "quarantined", quarantine)
             return
         if tool.owner_only and not req.is_owner:
-            await self._result(
-                req, False, f"Only the owner may use {req.name}; this request was refused."
+            await self._refuse(
+                req, "owner_only", f"Only the owner may use {req.name}; this request was refused."
             )
             return
         leak = check_arguments(self.ctx.scanner, req.arguments, network=tool.outbound)
         if leak:  # the outbound gate: a secret never leaves without the owner's yes
-            await self._ask_approval(
-                req, f"its arguments carry a secret ({', '.join(leak)}) off this machine")
+            why = f"its arguments carry a secret ({', '.join(leak)}) off this machine"
+            await self.audit_decision("tool.held", "asked", f"The outbound gate held {req.name}: {why}.",
+                             about=req.id, session=req.session,
+                             refs={"tool": req.name, "request": req.id, "rule": "outbound"})
+            await self._ask_approval(req, why)
             return
         reason = await tool.approval_reason(req, self.ctx)
         if reason:
             await self._ask_approval(req, reason)
             return
         await self._run(tool, req)
+
+    async def _label(self, req: ToolRequest, claimed: str) -> str:
+        """The result's label: the tool's ceiling, raised (never lowered) by its claim; a claim
+        below the ceiling, or not a label at all, is overridden and audited."""
+        ceiling = self.config.executor.tool_labels.get(req.name, labels.INTERNAL)
+        try:
+            label = labels.join(ceiling, labels.parse(claimed)) if claimed else ceiling
+        except labels.LabelError:
+            label = ceiling
+        if claimed and claimed != label:
+            await self.audit_decision("label.override", "refused",
+                             f"{req.name} claimed its output is {claimed!r}; its ceiling makes "
+                             f"it {label}.", about=req.id, session=req.session,
+                             refs={"tool": req.name, "claimed": claimed[:40], "label": label})
+        return label
+
+    async def _refuse(self, req: ToolRequest, rule: str, why: str) -> None:
+        """Refuse a call: the model hears why, the audit log records it."""
+        await self._result(req, False, why)
+        await self.audit_decision("tool.refused", "refused", why, about=req.id, session=req.session,
+                         refs={"tool": req.name, "request": req.id, "rule": rule})
 
     async def _quarantined(self, name: str) -> str:
         """A sentence for the model and the user if the supervisor quarantined this tool."""
@@ -209,7 +234,9 @@ class ExecutorActor(Actor):
             tracing.failed(f"{req.name} failed")
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
-        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id)
+        label = await self._label(req, out.label)
+        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id,
+                           label=label)
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -235,11 +262,12 @@ class ExecutorActor(Actor):
 
     async def _result(
         self, req: ToolRequest, ok: bool, output: str, *, deferred: bool = False,
-        result_id: str = "",
+        result_id: str = "", label: str = labels.INTERNAL,
     ) -> None:
         result = ToolResult(
             id=result_id or f"{req.id}:result", session=req.session, turn_id=req.turn_id,
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
+            label=label,
         )
         await self.send(result)

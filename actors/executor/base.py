@@ -22,6 +22,7 @@ class ToolOutput(msgspec.Struct, frozen=True, kw_only=True):
     ok: bool
     output: str
     timed_out: bool = False
+    label: str = ""  # what the tool claims its output is; the ceiling overrides a lower claim
     refused: bool = False  # refused by policy (not allowed), not the tool failing
 
 

@@ -8,7 +8,16 @@ import mimetypes
 
 from actors.executor._limits import RateLimiter
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_str
-from contracts import ChatMessage, LlmRequest, Reply, Sink, ToolRequest, ToolSpec
+from contracts import (
+    ChatMessage,
+    LlmRequest,
+    Reply,
+    Sink,
+    ToolRequest,
+    ToolSpec,
+    audit_event,
+    labels,
+)
 from kit.outbound import Refused, check_file
 
 MESSAGE_RATE_LIMIT = 20  # per minute: a runaway loop must not flood a chat
@@ -83,7 +92,7 @@ class SendMessage(Tool):
             paths = await asyncio.to_thread(lambda: [attach(ctx, str(f)) for f in files])
         except (Refused, ValueError) as exc:
             return ToolOutput(ok=False, output=str(exc))
-        refusal = self.limiter.refusal(self.name)
+        refusal = self.limiter.refusal(self.name) or await _clearance(req, sink, ctx)
         if refusal:
             return ToolOutput(ok=False, output=refusal)
         # Files travel as `[file: path]` markers, which the channel adapters turn into uploads.
@@ -104,6 +113,19 @@ class SendMessage(Tool):
         if not req.is_owner and sink != req.reply_to:
             raise Refused("Only the owner's conversations may send to other chats.")
         return sink
+
+
+async def _clearance(req: ToolRequest, sink: Sink, ctx: ToolContext) -> str:
+    """No write down: the turn's data may go only to sinks cleared for its label (audited)."""
+    where = f"{sink.channel}:{sink.chat}"
+    if labels.cleared(req.label, where, ctx.config.privacy.sink_rules, ctx.config.owner.sink):
+        return ""
+    why = (f"Not sent: this conversation carries data labelled {req.label}, which may not be "
+           f"sent to {where} (privacy.sink_rules in config.toml).")
+    await ctx.bus.send(audit_event("executor", "sink.denied", "refused", why, about=req.id,
+                                   session=req.session,
+                                   refs={"label": req.label, "sink": where, "tool": req.name}))
+    return why
 
 
 def _owner_sink(ctx: ToolContext) -> Sink | None:
@@ -146,7 +168,8 @@ class Escalate(Tool):
         prompt = question + (f"\n\nContext:\n{context}" if context else "")
         ask = LlmRequest(
             id=f"{req.id}:escalate", session=req.session, turn_id=req.turn_id, step=req.step,
-            role="oracle", for_call=req,
+            role="oracle", for_call=req, purpose="escalation",
+            label=req.label,  # routed like the turn's data
             messages=[ChatMessage(role="system", content=ORACLE_SYSTEM),
                       ChatMessage(role="user", content=ctx.redactor.redact(prompt))],
         )

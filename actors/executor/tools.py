@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_int, arg_str
 from actors.executor.dynamic import CreateTool
+from actors.executor.dynamic.archive import ArchiveTools
 from actors.executor.messaging import Escalate, SendMessage
 from actors.executor.policy import PolicyGate
 from actors.executor.web import WebFetch
@@ -106,7 +107,7 @@ class MemorySearchTool(Tool):
 def core_tools(gate: PolicyGate) -> list[Tool]:
     """The built-in tools, always offered."""
     tools: list[Tool] = [ExecuteCommand(gate), MemorySaveTool(), MemorySearchTool()]
-    tools += [WebFetch(), WebRequest(), SendMessage(), Escalate()]
+    tools += [WebFetch(), WebRequest(), SendMessage(), Escalate(), ArchiveTools()]
     # create_tool refuses the names of every core tool, including ones appended below it.
     tools.append(CreateTool(reserved=lambda: [t.name for t in tools]))
     return tools

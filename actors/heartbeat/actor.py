@@ -120,12 +120,16 @@ class HeartbeatActor(Actor):
     async def _fire(self, job: Job, due: float) -> str:
         if job.kind == "task" and await self._disabled(job.name):
             return "skipped (disabled by the supervisor)"
+        if job.kind == "review":  # reads _meta and asks the owner: no model call, no budget
+            from actors.heartbeat.review import propose
+
+            return await propose(self, f"{int(due)}", time.time())
         from state import budget
 
-        spent = await budget.exhausted(self.bus, self.config.budget, f"task:{job.name}")
-        if spent:
+        spent = await budget.day_spent(self.bus, self.config.budget)
+        if spent is not None:
             # Not a failure: the task is not disabled for it, and fires again next time.
-            log.info("job %s skipped: %s", job.name, spent)
+            log.info("job %s skipped: %s", job.name, spent.message)
             return "skipped (budget)"
         return await self.fire(job, f"{int(due)}")
 
@@ -141,7 +145,8 @@ class HeartbeatActor(Actor):
             text = job.prompt.format(now=time.strftime("%Y-%m-%d %H:%M %Z"), upcoming=upcoming)
         turn = TurnRequest(
             id=f"task:{job.name}:{suffix}", session=f"task:{job.name}", principal="heartbeat",
-            text=text, reply_to=sink, is_owner=True, origin="schedule",
+            text=text, reply_to=sink, is_owner=True, origin="schedule", principal_kind="cron", budget_tokens=job.budget,
+            purpose="proactive" if job.kind == "proactive" else "heartbeat",
         )
         await self.send(turn)
         log.info("fired %s %s", job.kind, job.name)
@@ -207,7 +212,8 @@ class HeartbeatActor(Actor):
                 for name, h in actors.items()
             },
             "budget_today": {
-                "used": await budget.used(self.bus, budget.day_key()),
+                "used": await budget.used(self.bus, budget.day_key(
+                    tz=self.config.budget.timezone)),
                 "limit": self.config.budget.max_tokens_per_day,
             },
         }

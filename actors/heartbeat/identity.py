@@ -46,7 +46,8 @@ your conversation.
 - {total} memories ({by_kind}); use memory_save for facts worth keeping
 
 ## Budget
-- {cfg.budget.max_tokens_per_session:,} tokens per session, {cfg.budget.max_tokens_per_day:,} per day
+- {cfg.budget.max_tokens_per_session:,} tokens per session (a spent session pauses until the user writes again), {cfg.budget.max_tokens_per_day:,} per day (a spent day stops everything until midnight)
+- warnings reach you at 70/85/95 %; a turn stops past {cfg.budget.max_tokens_per_turn:,} tokens or when it repeats one tool call {cfg.budget.max_repeated_tool_calls} times
 
 ## Schedule
 {schedule}

@@ -27,10 +27,11 @@ class Job:
     """One schedulable unit of work: a turn with a prompt, for an explicit sink."""
 
     name: str
-    kind: str  # task | cadence | proactive
+    kind: str  # task | cadence | proactive | review (the monthly tool review: no model call)
     when: When
     prompt: str
     sink: str  # "" = the owner's sink (explicit in config.toml)
+    budget: int = 0  # tokens one run may use (budget_tokens, proactive_budget); 0: no own cap
 
     def describe(self) -> str:
         if self.when.cron:
@@ -57,13 +58,15 @@ def jobs_from(settings: Settings, heartbeat_md: str) -> tuple[list[Job], list[st
         if t.enabled:
             when = when_of(t.cron, t.every, t.at, t.jitter_secs, f"scheduled_tasks[{i}]")
             jobs.append(Job(t.name, "task", when, task_prompt(t.prompt, t.tool, t.arguments),
-                            t.sink))
+                            t.sink, t.budget_tokens))
+    if hb.tool_review:  # checked when agent.toml was loaded
+        jobs.append(Job("tool_review", "review", When(cron=hb.tool_review), "", ""))
     cadences, errors = parse_heartbeat_md(heartbeat_md)
     jobs += [Job(c.name, "cadence", c.when, c.prompt, c.sink) for c in cadences]
     if hb.proactive:
         jobs.append(Job("proactive", "proactive",
                         When(every=max(60.0, hb.proactive_interval_mins * 60)), PROACTIVE_PROMPT,
-                        ""))
+                        "", hb.proactive_budget))
     return jobs, errors
 
 

@@ -10,12 +10,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from actors.base import Actor
+from actors.llm.routing import route
 from bus import tracing
 from contracts import LlmPreview, LlmRequest, LlmResponse
+from contracts.audit import AuditOutcome
 from kit.secrets import load_dotenv
 from state import budget
 
 if TYPE_CHECKING:
+    from actors.llm.breaker import Transition
     from actors.llm.providers import OnText
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,10 @@ class LlmActor(Actor):
             if key in PROVIDER_VARS and key not in os.environ:
                 os.environ[key] = value
         self.calls = 0
+        from actors.llm.breaker import Breakers
+
+        b = self.config.models.breaker
+        self.breakers = Breakers(b.failure_threshold, b.window_secs, b.cooldown_secs)
         # Import the SDKs of the configured chain now, not during the first user's turn.
         sdks = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}
         for spec in self.chain("default"):
@@ -67,7 +74,14 @@ class LlmActor(Actor):
         return chain
 
     def health_info(self) -> dict[str, Any]:
-        return {"models": self.chain("default"), "calls": getattr(self, "calls", 0)}
+        breakers = getattr(self, "breakers", None)
+        return {"models": self.chain("default"), "calls": getattr(self, "calls", 0),
+                "breakers": breakers.snapshot(self._providers()) if breakers else {}}
+
+    def _providers(self) -> list[str]:
+        """Every provider a request may reach: the default chain's and the local model's."""
+        specs = [*self.chain("default"), self.config.models.local]
+        return [m.partition("/")[0] for m in specs if m]
 
     async def handle(self, req: LlmRequest) -> None:
         response = await self._respond(req)
@@ -79,20 +93,47 @@ class LlmActor(Actor):
         await self.send(response)
 
     async def _respond(self, req: LlmRequest) -> LlmResponse:
-        base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session, "turn_id": req.turn_id,
-                "step": req.step, "request_id": req.id}
+        base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session,
+                                "turn_id": req.turn_id, "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:
             return LlmResponse(**base, error=NO_MODEL.format(home=self.home))
-        over = await budget.exhausted(self.bus, self.config.budget, req.session)
-        if over:
-            return LlmResponse(**base, error=over)
+        routed = route(req.label, chain, self.config.models.local,
+                       self.config.models.local_providers)
+        if routed.refusal:
+            await self.audit_decision("routing.refused", "refused", routed.refusal,
+                                      about=req.id, session=req.session,
+                                      refs={"label": req.label, "request": req.id})
+            return LlmResponse(**base, error=routed.refusal)
+        if routed.local_only:
+            await self.audit_decision("routing.local", "allowed",
+                                      f"Data labelled {req.label} goes only to local models: "
+                                      f"{', '.join(routed.chain)}.", about=req.id,
+                                      session=req.session,
+                                      refs={"label": req.label, "request": req.id})
+        chain = routed.chain
+        cfg = self.config.budget
+        stop = await budget.check(self.bus, cfg, req.session, req.purpose)
+        if stop is not None:
+            if req.purpose in budget.SESSION_PURPOSES:
+                await budget.pause(self.bus, req.session, stop.kind)
+            log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
+                     stop.kind)
+            return LlmResponse(**base, error=stop.message, budget=stop.kind)
         from actors.llm.providers import ProviderError, complete, default_max_tokens
 
         failures: list[str] = []
         on_text = self._previewer(req)
         limits = self.config.models.limits_for(req.role)
         for spec in chain:
+            provider = spec.partition("/")[0]
+            allowed, moved = self.breakers.allow(provider)
+            await self._breaker_moved(moved, req)
+            if not allowed:
+                when = time.strftime("%H:%M:%S", time.localtime(self.breakers.retry_at(provider)))
+                failures.append(f"{spec}: skipped, the {provider} provider kept failing "
+                                f"(circuit open until {when}).")
+                continue
             # The request may ask for less than the role's limit, never for more.
             cap = limits.max_tokens or default_max_tokens(spec)
             try:
@@ -104,15 +145,21 @@ class LlmActor(Actor):
             except ProviderError as exc:
                 log.warning("model %s failed: %s", spec, exc.message)
                 failures.append(f"{spec}: {exc.message}")
+                if exc.retryable:  # an outage, not a configuration error: counts
+                    await self._breaker_moved(self.breakers.failure(provider, exc.message), req)
+                else:
+                    self.breakers.release(provider)
                 continue
-            tokens = done.usage.input_tokens + done.usage.output_tokens
+            except BaseException:
+                self.breakers.release(provider)
+                raise
+            await self._breaker_moved(self.breakers.success(provider), req)
             tracing.annotate({  # GenAI semantic conventions on the handling span
                 "gen_ai.operation.name": "chat", "gen_ai.system": spec.split("/", 1)[0],
                 "gen_ai.request.model": spec.split("/", 1)[-1],
                 "gen_ai.usage.input_tokens": done.usage.input_tokens,
                 "gen_ai.usage.output_tokens": done.usage.output_tokens})
-            await budget.add(self.bus, budget.day_key(), tokens)
-            await budget.add(self.bus, budget.session_key(req.session), tokens)
+            await budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,
@@ -123,6 +170,20 @@ class LlmActor(Actor):
             error=f"I couldn't reach any configured model, so this message went unanswered. "
             f"{detail} Check the model server and [models] in config.toml, then ask again.",
         )
+
+    async def _breaker_moved(self, moved: Transition | None, req: LlmRequest) -> None:
+        """Audit a breaker's change of state (opened, half-open probe, closed)."""
+        if moved is None:
+            return
+        log.warning("circuit breaker of %s: %s (%s)", moved.provider, moved.state, moved.reason)
+        decision = {"open": "breaker.opened", "half_open": "breaker.probe",
+                    "closed": "breaker.closed"}[moved.state]
+        outcome: AuditOutcome = "opened" if moved.state == "open" else (
+            "half_open" if moved.state == "half_open" else "closed")
+        await self.audit_decision(decision, outcome, moved.reason,
+                         about=f"breaker:{moved.provider}:{moved.since:.3f}",
+                         session=req.session, refs={"provider": moved.provider,
+                                                    "request": req.id})
 
     def _previewer(self, req: LlmRequest) -> OnText | None:
         """For a request that asks for a preview: publish the text so far at a bounded rate.

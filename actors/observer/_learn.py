@@ -86,27 +86,27 @@ class Learner:
             id=turn_id, session=session, turn_id=turn_id, step=0, role="observer",
             messages=[ChatMessage(role="system", content=PROMPT),
                       ChatMessage(role="user", content=text)],
-            max_tokens=1000,
+            max_tokens=1000, purpose="observer",
         )
         await self.actor.send(request)
 
     async def _over_budget(self) -> bool:
         """Learning is charged to the owner's daily budget: when it is spent, learning stops
-        until midnight UTC, and the owner is told once that day."""
+        until local midnight (budget.timezone), and the owner is told once that day."""
         from state import budget
 
         cfg = self.actor.config.budget
-        limit = cfg.max_tokens_per_day
-        if not limit or await budget.used(self.actor.bus, budget.day_key()) < limit:
+        if await budget.day_spent(self.actor.bus, cfg) is None:
             return False
-        day = budget.day_key()
+        day = budget.day_key(tz=cfg.timezone)
         if self.told != day:
             self.told = day
             sink = Sink.parse(self.actor.config.owner.sink)
             notice = Notice(
                 id=f"observer:budget:{day}", sink=sink, source="observer",
                 text="Today's token budget is spent, so I stopped learning from conversations "
-                     "until midnight UTC (budget.max_tokens_per_day).",
+                     f"it renews at {budget.renews_text(cfg.timezone)} "
+                     "(budget.max_tokens_per_day).",
             )
             await self.actor.send(notice)
         return True

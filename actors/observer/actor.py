@@ -13,6 +13,7 @@ import msgspec
 
 from actors.base import Actor
 from contracts import SessionIdle
+from kit.private import open_private, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -24,9 +25,8 @@ class ObserverActor(Actor):
     inbox = msgspec.Raw
 
     async def on_start(self) -> None:
-        logs = self.home / "logs"
-        logs.mkdir(parents=True, exist_ok=True)
-        self.log_path = logs / "events.jsonl"
+        # Every conversation and tool output: 0600 in a 0700 folder.
+        self.log_path = private_dir(self.home / "logs") / "events.jsonl"
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
         from actors.observer._learn import Learner
@@ -47,7 +47,7 @@ class ObserverActor(Actor):
             "session": payload.get("session"),
             "payload": payload,
         }
-        with self.log_path.open("a") as fh:
+        with open_private(self.log_path) as fh:
             fh.write(json.dumps(line, default=str) + "\n")
         session = payload.get("session")
         if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):

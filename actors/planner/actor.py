@@ -14,8 +14,10 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import context
+from actors.planner import _guard, context
+from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, dump, load
+from bus import Reject
 from contracts import (
     ChatMessage,
     LlmRequest,
@@ -30,8 +32,10 @@ from contracts import (
     ToolResult,
     ToolSpec,
     TurnRequest,
+    labels,
     short_hash,
 )
+from state import budget
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +83,23 @@ class PlannerActor(Actor):
                 return await self._on_tool(state, msg)
             case SessionReset():
                 state.history = []
-                log.info("session history reset")
+                # Forgotten history no longer raises the session's label (a running turn's does).
+                state.label = state.active.label if state.active is not None else "public"
+                # /reset starts a fresh session budget too (seed 000).
+                await budget.renew(self.bus, state.session, force=True)
+                log.info("session history and budget reset")
                 return True
         return False
 
     # -- turns -----------------------------------------------------------------------------
 
     async def _on_turn(self, state: SessionState, req: TurnRequest) -> bool:
+        why = forged(req, self.config.owner.principals)
+        if why:
+            await self.audit_decision("turn.refused", "refused", f"Refused a turn: {why}.", about=req.id,
+                             principal=req.principal, session=req.session,
+                             refs={"turn": req.id, "kind": req.principal_kind})
+            raise Reject(f"inconsistent principal: {why}")
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
@@ -98,7 +112,11 @@ class PlannerActor(Actor):
         return True
 
     async def _start(self, state: SessionState, req: TurnRequest) -> None:
-        state.active = TurnState(request=req)
+        if req.origin == "user" and await budget.renew(self.bus, req.session):
+            log.info("session %s was paused by its budget; renewed by the user's message",
+                     req.session)
+        state.label = labels.join(state.label, req.label)
+        state.active = TurnState(request=req, label=state.label)
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
                         principal=req.principal, is_owner=req.is_owner)
         await self.send(recall)
@@ -114,7 +132,8 @@ class PlannerActor(Actor):
             sink = Sink.parse(self.config.owner.sink)
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
-            reply_to=sink, is_owner=True, origin="event",
+            reply_to=sink, is_owner=True, origin="event", principal_kind="event",
+            label=labels.join(labels.INTERNAL, result.label),
             # The chat's preview cadence, as its channel set it on the session's last user turn.
             preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
@@ -123,8 +142,7 @@ class PlannerActor(Actor):
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
-        budget_note = await self._budget_note()
-        system = context.system_prompt(self.settings, msg.hits, budget_note, msg.owner_context,
+        system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
                                        state.summary)
         turn.messages = [
             ChatMessage(role="system", content=system),
@@ -137,11 +155,16 @@ class PlannerActor(Actor):
         return True
 
     async def _ask_model(self, turn: TurnState, tools: list[ToolSpec]) -> None:
+        purpose = _guard.purpose_of(turn.request)
+        # The seed's 70/85/95 % warnings, as they stand at this step.
+        note = await budget.budget_note(self.bus, self.config.budget, turn.request.session,
+                                        purpose)
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
-            turn_id=turn.turn_id, step=turn.step, messages=turn.messages, tools=tools,
+            turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
+            tools=tools, purpose=purpose,
             preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
-            preview_interval=turn.request.preview_interval,
+            preview_interval=turn.request.preview_interval, label=turn.label,
         )
         await self.send(req)
 
@@ -154,7 +177,20 @@ class PlannerActor(Actor):
         if turn.step != msg.step:
             return False
         if msg.error:
-            await self._finish(state, msg.error, record=False, failure=msg.error)
+            text = msg.error
+            if msg.budget and turn.request.origin == "schedule" and (
+                    _guard.purpose_of(turn.request) == "proactive"):
+                text = "[NO_REPLY]"  # a proactive check has nothing to say about it
+            await self._finish(state, text, record=False, failure=msg.error,
+                               skipped=bool(msg.budget))
+            return True
+        halt = (_guard.check_repeats(turn, msg, self.config.budget)
+                or _guard.check_tokens(turn, msg, self.config.budget))
+        turn.tokens_used += msg.usage.input_tokens + msg.usage.output_tokens
+        if halt is not None:
+            log.warning("turn %s stopped: %s", turn.turn_id, halt.reason)
+            await self._finish(state, halt.text, record=False, failure=halt.reason,
+                               skipped=halt.skipped)
             return True
         turn.messages.append(
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
@@ -181,6 +217,7 @@ class PlannerActor(Actor):
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
                 reply_to=turn.request.reply_to, principal=turn.request.principal,
+                label=turn.label,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)
@@ -193,6 +230,9 @@ class PlannerActor(Actor):
         if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
             return False
         turn.results[msg.call_id] = msg
+        # The tool's data joins the conversation: the turn and the session carry its label.
+        turn.label = labels.join(turn.label, msg.label)
+        state.label = labels.join(state.label, msg.label)
         turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True
@@ -213,12 +253,13 @@ class PlannerActor(Actor):
         await self._ask_model(turn, [] if limit_hit else await self._tools())
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
-                      failure: str = "") -> None:
+                      failure: str = "", skipped: bool = False) -> None:
         turn = state.active
         assert turn is not None
         req = turn.request
         if req.origin == "schedule":
-            await self._task_outcome(turn, failure)
+            await self._task_outcome(turn, failure, skipped)
+        text = await self._cleared(turn, text)
         reply = Reply(
             id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
             sink=req.reply_to, text=text,
@@ -234,12 +275,28 @@ class PlannerActor(Actor):
             nxt = state.queue.pop(0)
             await self._start(state, nxt)
 
+    async def _cleared(self, turn: TurnState, text: str) -> str:
+        """No write down: an answer carrying data above what its sink is cleared for is
+        withheld there (privacy.sink_rules), audited, and the chat told why."""
+        sink = turn.request.reply_to
+        where = f"{sink.channel}:{sink.chat}"
+        if labels.cleared(turn.label, where, self.config.privacy.sink_rules,
+                          self.config.owner.sink):
+            return text
+        why = (f"This answer was withheld: it carries data labelled {turn.label}, which may not "
+               f"be sent to {where} (privacy.sink_rules in config.toml).")
+        await self.audit_decision("sink.denied", "refused", why, about=turn.turn_id,
+                         principal=turn.request.principal, session=turn.request.session,
+                         refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
+        return why
+
     async def _summarize(self, state: SessionState, turn_id: str,
                          dropped: list[ChatMessage]) -> None:
         req = LlmRequest(
             id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
             step=0, role="observer", messages=context.summary_request(state.summary, dropped),
-            max_tokens=800,
+            max_tokens=800, purpose="compaction",
+            label=state.label,  # the dropped history is the session's data
         )
         await self.send(req)
 
@@ -250,13 +307,15 @@ class PlannerActor(Actor):
         state.summary = msg.content.strip()[:4000]
         return True
 
-    async def _task_outcome(self, turn: TurnState, failure: str) -> None:
-        """How a scheduled task's turn ended, for the supervisor (it disables failing tasks)."""
+    async def _task_outcome(self, turn: TurnState, failure: str, skipped: bool) -> None:
+        """How a scheduled task's turn ended, for the supervisor (it disables failing tasks;
+        a turn stopped by a spent budget is skipped, neither failed nor disabled for)."""
         if not failure and turn.tool_failures and turn.tool_failures >= turn.tool_calls_used:
             failure = f"all {turn.tool_failures} of its tool calls failed"
         task = turn.request.session.removeprefix("task:")
         outcome = TaskOutcome(id=f"{turn.turn_id}:task", task=task, turn_id=turn.turn_id,
-                              ok=not failure, reason=failure[:500])
+                              ok=not failure and not skipped, reason=failure[:500],
+                              skipped=skipped)
         await self.send(outcome)
 
     # -- shared facts ------------------------------------------------------------------------
@@ -266,7 +325,3 @@ class PlannerActor(Actor):
         tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
         return tools or []
 
-    async def _budget_note(self) -> str:
-        from state.budget import budget_note
-
-        return await budget_note(self.bus, self.config.budget)

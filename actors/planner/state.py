@@ -23,6 +23,9 @@ class TurnState(msgspec.Struct, kw_only=True):
     tool_calls_used: int = 0
     tool_failures: int = 0  # failed tool results (a scheduled turn failing them all failed)
     new_from: int = 0  # index in messages where this turn's own messages start
+    label: str = "internal"  # the highest label of what the model sees in this turn
+    tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
+    repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
 
     @property
     def turn_id(self) -> str:
@@ -43,6 +46,8 @@ class SessionState(msgspec.Struct, kw_only=True):
     # The last user turn's preview cadence and chat, for turns the planner starts itself.
     preview_interval: float = 0.0
     preview_sink: Sink | None = None
+    # The highest label of any turn in this session: its history carries that data along.
+    label: str = "public"
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""

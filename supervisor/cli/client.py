@@ -11,6 +11,7 @@ import msgspec
 from bus import Bus
 from contracts.config import Settings
 from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
+from state import budget, budget_view
 from state.holds import disabled_tasks, quarantined_tools
 from supervisor.process.up import running_instance
 
@@ -28,32 +29,34 @@ def nats_url(settings: Settings) -> str:
     return str(info["nats_url"])
 
 
-def nats_login(settings: Settings) -> tuple[str, str]:
-    """The configured NATS user, else the `cli` user of the embedded server (if it has users)."""
+def nats_login(settings: Settings) -> dict[str, str]:
+    """`Bus.connect` arguments: the configured NATS user, else the `cli` user of the embedded
+    server (if it has users)."""
     cfg = settings.config.nats
-    if cfg.user or cfg.url or cfg.credentials:
-        return cfg.user, cfg.password
+    if cfg.user or cfg.url or cfg.credentials or cfg.seed:
+        return {"credentials": cfg.credentials, "user": cfg.user, "password": cfg.password,
+                "seed": cfg.seed, "api_prefix": cfg.api_prefix}
     info = running_instance(settings.home)
-    if info is None or not info.get("nats_users"):
-        return "", ""
-    from supervisor.process.natsauth import login
+    if info is None or not info.get("nats_keys"):
+        return {}
+    from supervisor.process.natsauth import connect_kwargs, seed_file
 
-    found = login(settings.home, "cli")
-    if found is None:
-        sys.exit(f"The NATS users file {info['nats_users']} is missing or unreadable; restart "
-                 "`wintermute up` to create it again.")
+    found = connect_kwargs(settings.home, "cli")
+    if not found:
+        sys.exit(f"The NATS key {seed_file(settings.home, 'cli')} is missing or unreadable; "
+                 "restart `wintermute up` to create it again.")
     return found
 
 
 async def connect(settings: Settings, name: str) -> Bus:
     """Connect a CLI command as the `cli` user (embedded) or as configured (external NATS)."""
-    url, (user, password) = nats_url(settings), nats_login(settings)
+    url, login = nats_url(settings), nats_login(settings)
     bus = Bus(url, settings.config.nats.prefix, name=f"wintermute-{name}")
     try:
-        await bus.connect(timeout=15, credentials=settings.config.nats.credentials, user=user,
-                          password=password)
+        await bus.connect(timeout=10, **login)
     except ConnectionError as exc:
         if "authorization" in str(exc).lower():
+            user = login.get("user") or ("the cli key" if login.get("seed") else "")
             who = f"the user {user}" if user else "a connection without a user"
             sys.exit(f"NATS at {url} refused {who}. For the embedded server leave [nats] url "
                      "unset (CLI commands then use its `cli` user); for your own server set "
@@ -92,9 +95,35 @@ async def gather_status(settings: Settings) -> dict[str, Any]:
         memory = await bus.kv_get_as(bus.subjects.kv_state, "memory", MemoryFacts)
         if memory is not None:
             status["memory"] = msgspec.to_builtins(memory)
+        status["budget"] = await _budget(bus, settings)
         return status
     finally:
         await bus.close()
+
+
+def _breaker_lines(status: dict[str, Any]) -> list[str]:
+    """Model providers whose circuit breaker is not closed (the llm actor's health info)."""
+    lines = []
+    for a in status.get("actors", []):
+        for provider, b in sorted(((a.get("info") or {}).get("breakers") or {}).items()):
+            if b.get("state") == "closed":
+                continue
+            until = time.strftime("%H:%M:%S", time.localtime(b.get("retry_at", 0)))
+            what = ("probing" if b["state"] == "half_open"
+                    else f"open, skipped until {until}")
+            lines.append(f"model provider {provider}: circuit {what} ({b.get('last_error', '')})")
+    return lines
+
+
+async def _budget(bus: Bus, settings: Settings) -> dict[str, Any]:
+    """Today's budget (and the terminal session's) as /budget words it, plus the numbers."""
+    cfg = settings.config.budget
+    day = await budget.usage(bus, budget.day_key(tz=cfg.timezone))
+    terminal = "terminal:owner"  # `wintermute chat`'s default session
+    return {"day": msgspec.to_builtins(day), "limit_day": cfg.max_tokens_per_day,
+            "limit_session": cfg.max_tokens_per_session,
+            "renews": budget.next_day(tz=cfg.timezone),
+            "text": await budget_view.summary(bus, cfg, terminal)}
 
 
 def render_status(status: dict[str, Any]) -> str:
@@ -115,6 +144,9 @@ def render_status(status: dict[str, Any]) -> str:
         lines.append(f"metrics: {status['metrics_url']}")
     for name, s in status.get("streams", {}).items():
         lines.append(f"stream {name}: {s['messages']} messages")
+    lines += _breaker_lines(status)
+    for line in (status.get("budget") or {}).get("text", "").splitlines():
+        lines.append(f"budget: {line}")
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")

@@ -69,6 +69,21 @@ def status(as_json: bool) -> None:
     click.echo(json.dumps(data, indent=2) if as_json else render_status(data))
 
 
+@main.command("audit")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--since", default="", help="Only from then: 30m, 12h, 7d, or a date (UTC).")
+def audit_cmd(as_json: bool, since: str) -> None:
+    """The audit log: approvals, refusals, denied senders, breakers, oldest first."""
+    from supervisor.cli.audit import SinceError
+    from supervisor.cli.audit import audit as run_audit
+
+    try:
+        click.echo(asyncio.run(run_audit(_settings(), since, as_json)))
+    except SinceError as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+
+
 @main.command()
 @click.option("--once", "once", default=None, help="Send one message, print the reply, exit.")
 @click.option("--chat", default="owner", show_default=True, help="Terminal chat id.")
@@ -107,13 +122,27 @@ def deny(approval_id: str, chat: str) -> None:
 @click.argument("filter", required=False, default="")
 @click.option("--json", "as_json", is_flag=True, help="Print raw payloads.")
 def tap(filter: str, as_json: bool) -> None:
-    """Live decoded view of the bus. FILTER: a subject (wm.evt.>) or a type prefix (tool.)."""
+    """Live decoded view of the bus. FILTER: a subject (wm.evt.>), a session id as written
+    (terminal:owner, telegram:12345) or a type prefix (tool.)."""
     from supervisor.cli.tap import tap as run_tap
 
     try:
         sys.exit(asyncio.run(run_tap(_settings(), filter, as_json)))
     except KeyboardInterrupt:
         pass
+
+
+@main.command("nats-context")
+@click.option("--user", type=click.Choice(["operator", "cli"]), default="operator",
+              show_default=True, help="operator reads everything; cli is the owner's commands.")
+@click.option("--name", default="", help="Context name (default: wintermute-USER).")
+def nats_context(user: str, name: str) -> None:
+    """Write a context for the standard `nats` CLI and print how to use it."""
+    from supervisor.cli.natscontext import write_context
+
+    path, name = write_context(_settings(), user, name)
+    click.echo(f"wrote {path}\n  nats --context {name} sub 'wm.>'\n"
+               f"  nats --context {name} stream ls")
 
 
 @main.command()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -46,35 +46,45 @@ def format_line(subject: str, data: bytes) -> str:
 
 
 class BadFilter(ValueError):
-    """A FILTER that is neither a valid subject nor a type prefix; the message says why."""
+    """A FILTER that is neither a subject, a session id nor a type prefix; says why."""
 
 
-def parse_filter(filt: str, prefix: str) -> tuple[str, str]:
-    """(subject, type prefix) for a FILTER: a subject (`wm.evt.>`, `>`) or a type (`tool.`).
+class Filter(NamedTuple):
+    subject: str
+    type_prefix: str = ""
+    session: str = ""
 
-    A subject starts with the bus prefix (or is `>`); anything else is a prefix of the
-    payload's `type` (`tool.`, `llm.response`, `turn`), which may contain dots.
+
+def parse_filter(filt: str, prefix: str) -> Filter:
+    """A FILTER: a subject (`wm.evt.>`, `>`), a session id (`terminal:owner`) or a type (`tool.`).
+
+    A subject starts with the bus prefix (or is `>`); a session id has a `:` (subjects carry
+    it transformed, payloads as written); anything else is a prefix of the payload's `type`
+    (`tool.`, `llm.response`, `turn`), which may contain dots.
     """
     if not filt:
-        return f"{prefix}.>", ""
+        return Filter(f"{prefix}.>")
     if filt != ">" and not filt.startswith(f"{prefix}."):
         if any(c.isspace() for c in filt) or "*" in filt or ">" in filt:
-            raise BadFilter(f"'{filt}' is neither a subject (it would start with '{prefix}.') "
-                            "nor a message type prefix such as 'tool.' or 'llm.response'.")
-        return f"{prefix}.>", filt
+            raise BadFilter(f"'{filt}' is neither a subject (it would start with '{prefix}.'), "
+                            "a session id such as 'terminal:owner', nor a message type prefix "
+                            "such as 'tool.' or 'llm.response'.")
+        if ":" in filt:
+            return Filter(f"{prefix}.>", session=filt)
+        return Filter(f"{prefix}.>", type_prefix=filt)
     tokens = filt.split(".")
     bad = [t for t in tokens if not t or any(c.isspace() for c in t)]
     if bad or (">" in tokens[:-1]) or any(len(t) > 1 and ("*" in t or ">" in t) for t in tokens):
         raise BadFilter(f"'{filt}' is not a valid NATS subject: tokens are separated by single "
                         "dots, `*` matches one token and `>` the rest (e.g. 'wm.evt.>').")
-    return filt, ""
+    return Filter(filt)
 
 
 async def tap(settings: Settings, filt: str, as_json: bool) -> int:
     """Print bus events until Ctrl-C or until the instance stops (then exit 0)."""
     prefix = settings.config.nats.prefix
     try:
-        subject, type_filter = parse_filter(filt, prefix)
+        subject, type_filter, session = parse_filter(filt, prefix)
     except BadFilter as exc:
         print(str(exc), file=sys.stderr)
         return 2
@@ -83,12 +93,14 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
     async def on_msg(msg: Delivery) -> None:
         if msg.subject.startswith("_INBOX") or msg.subject.startswith("$JS"):
             return
-        if type_filter:
+        if type_filter or session:
             try:
-                kind = str(_peek.decode(msg.data).get("type", ""))
+                payload = _peek.decode(msg.data)
             except (msgspec.DecodeError, msgspec.ValidationError):
-                kind = ""
-            if not kind.startswith(type_filter):
+                payload = {}
+            if not str(payload.get("type", "")).startswith(type_filter):
+                return
+            if session and payload.get("session") != session:
                 return
         if as_json:
             sys.stdout.write(msg.data.decode("utf-8", "replace") + "\n")
@@ -97,11 +109,12 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
         sys.stdout.flush()
 
     await bus.subscribe(subject, on_msg)
-    print(f"tapping {subject}{' type=' + type_filter if type_filter else ''} (Ctrl-C stops)",
+    shown = (f" type={type_filter}" if type_filter else "") + (
+        f" session={session}" if session else "")
+    print(f"tapping {subject}{shown} (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     try:
         print(await until_stopped(settings, bus, "tap"), file=sys.stderr, flush=True)
         return 0
     finally:
         await bus.close()
-    return 0  # not reached: Ctrl-C cancels the wait above

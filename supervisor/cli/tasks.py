@@ -74,13 +74,21 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
         if job is None:
             known = ", ".join(sorted(jobs)) or "none"
             return False, f"There is no scheduled job {name!r} (known: {known})."
+        if job.get("kind") == "review":
+            return False, ("The tool review is not a turn: it runs on heartbeat.tool_review's "
+                           "schedule, or edit that cron in agent.toml to run it sooner.")
         text = str(job.get("prompt") or f"Run the scheduled task {name}.")
         text = text.replace("{now}", time.strftime("%Y-%m-%d %H:%M %Z")).replace(
             "{upcoming}", "see `wintermute tasks`")
+        hb = settings.agent.heartbeat
+        own = next((t.budget_tokens for t in settings.agent.scheduled_tasks if t.name == name), 0)
+        proactive = job.get("kind") == "proactive"
         turn = TurnRequest(
             id=f"task:{name}:manual-{time.time_ns()}", session=f"task:{name}",
             principal="heartbeat", text=text, reply_to=Sink.parse(str(job["sink"])),
-            is_owner=True, origin="schedule")
+            is_owner=True, origin="schedule", principal_kind="cron",
+            budget_tokens=hb.proactive_budget if proactive else own,
+            purpose="proactive" if proactive else "heartbeat")
         await bus.send(turn)
         return True, f"Fired {name} now; its answer goes to {job['sink']}."
     finally:

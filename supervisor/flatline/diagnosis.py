@@ -67,6 +67,7 @@ class Diagnoser:
         rid = f"{PREFIX}{target}:{time.time_ns()}"
         request = LlmRequest(
             id=rid, session=SESSION, turn_id=rid, step=0, role="flatline", max_tokens=400,
+            purpose="diagnosis",
             messages=[ChatMessage(role="system", content=SYSTEM),
                       ChatMessage(role="user", content=f"Actor: {target}\nLog tail:\n{text}")],
         )

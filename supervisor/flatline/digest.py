@@ -125,14 +125,16 @@ class Digest:
         now = now or time.time()
         sent: list[str] = []
         alerts = await self._alerted()
-        day_key = budget.day_key(now)
+        tz = self.budget.timezone
+        day_key = budget.day_key(now, tz)
         limit = self.budget.max_tokens_per_day
         used = await budget.used(self.bus, day_key)
-        elapsed = (now % 86400) / 86400
+        start = budget.day_start(now, tz)
+        elapsed = (now - start) / max(1.0, budget.next_day(now, tz) - start)
         if limit and used >= self.cfg.budget_burn_share * limit and elapsed < self.cfg.budget_burn_before:
-            hour = time.strftime("%H:%M", time.gmtime(now))
+            hour = budget.local_time(now, tz).strftime("%H:%M %Z").strip()
             text = (f"{used / limit:.0%} of today's token budget ({used:,} of {limit:,}) is used "
-                    f"by {hour} UTC. At this pace it runs out well before midnight UTC; check "
+                    f"by {hour}. At this pace it runs out well before midnight; check "
                     "what is running (`wintermute status`, /budget) or raise "
                     "budget.max_tokens_per_day.")
             if await self._alert_once(alerts, f"burn.{day_key}", "budget", "The day's budget is "

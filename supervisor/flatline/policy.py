@@ -24,6 +24,7 @@ from contracts import (
     ScriptsReverted,
     TaskOutcome,
     ToolOutcome,
+    audit_event,
 )
 from contracts.config import Settings
 from contracts.records import TaskHold, ToolHold
@@ -232,7 +233,13 @@ class Flatline:
     async def on_release(self, msg: HoldRelease) -> None:
         """Lift a hold the owner asked to lift, and tell them what happened."""
         owners = self.settings.config.owner.principals
-        if not (msg.is_owner and msg.principal in owners):
+        allowed = msg.is_owner and msg.principal in owners
+        await self.bus.send(audit_event(
+            SUPERVISOR, f"holds.release_{msg.kind}", "allowed" if allowed else "refused",
+            f"The owner lifted the hold on {msg.name}." if allowed else
+            f"Only the owner can lift the hold on {msg.name}; the request was ignored.",
+            about=msg.id, principal=msg.principal, refs={"kind": msg.kind, "name": msg.name}))
+        if not allowed:
             log.warning("release of %s asked by non-owner %s; ignored", msg.name, msg.principal)
             text = (f"Only the owner can release {msg.name}; the request from {msg.principal} "
                     "was ignored.")
@@ -251,7 +258,8 @@ class Flatline:
         if out.turn_id in record.seen:
             return
         record = replace(record, seen=[*record.seen, out.turn_id][-10:])
-        if record.status == "disabled":
+        if record.status == "disabled" or out.skipped:
+            # A run stopped by a spent budget neither fails nor clears the failure streak.
             await put_task_status(self.bus, out.task, record)
             return
         failures = 0 if out.ok else record.failures + 1

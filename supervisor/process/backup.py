@@ -166,14 +166,14 @@ async def _load_bus(settings: Settings, folder: Path) -> dict[str, int]:
     durables = actor_subscriptions(settings)
     server: EmbeddedNats | None = None
     url, login = cfg.url, {"user": cfg.user, "password": cfg.password,
-                           "credentials": cfg.credentials}
+                           "credentials": cfg.credentials, "seed": cfg.seed,
+                           "api_prefix": cfg.api_prefix}
     if not url:  # the embedded server, started on the home's store just for this
         auth = natsauth.prepare(home, Bus("", cfg.prefix).subjects, durables)
         server = EmbeddedNats(home / "data" / "jetstream", 0, home / "logs" / "nats-restore.log",
                               config=auth.config)
         url = await server.start()
-        user, password = auth.login("supervisor")
-        login = {"user": user, "password": password, "credentials": ""}
+        login = auth.login("supervisor")
     bus = Bus(url, cfg.prefix, name="wintermute-restore")
     counts: dict[str, int] = {}
     try:
@@ -216,7 +216,8 @@ async def backup_now(settings: Settings, dest: Path | None, secrets: bool,
 
     cfg = settings.config.nats
     login: dict[str, str] = ({"user": cfg.user, "password": cfg.password,
-                              "credentials": cfg.credentials} if cfg.url
+                              "credentials": cfg.credentials, "seed": cfg.seed,
+                              "api_prefix": cfg.api_prefix} if cfg.url
                              else connect_kwargs(settings.home, "supervisor"))
     bus = Bus(nats_url(settings), cfg.prefix, name="wintermute-backup")
     await bus.connect(timeout=15, **login)

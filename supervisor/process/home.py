@@ -8,6 +8,7 @@ import json
 import os
 from pathlib import Path
 
+from kit.private import private_dir
 from kit.safegit import ensure_repo
 
 CONFIG_TOML = """\
@@ -48,8 +49,9 @@ output_limit = 16000
 
 [nats]
 # Empty url: `wintermute up` runs an embedded nats-server with its store under data/, with
-# one NATS user per actor (passwords in data/nats/users.json, created by `up`).
-# Your own server: set url and credentials = "/path/to/user.creds" or user and password.
+# one NATS account and user per actor (nkeys in data/nats/keys/, created by `up`).
+# Your own server: set url and credentials = "/path/to/user.creds", seed = "/path/to/user.nk"
+# or user and password.
 url = ""
 port = 0
 prefix = "wm"
@@ -85,6 +87,8 @@ AGENTS_MD = "# AGENTS.md\n\nLessons learned while working. The agent appends her
 USER_MD = "# User Profile\n\nWhat the agent knows about its owner (kept up to date by the observer).\n"
 IDENTITY_MD = "# Wintermute\n\nThe heartbeat regenerates this file from the live configuration.\n"
 
+#: Folders with conversations or credentials in them (logs, the NATS store, keys, memory).
+PRIVATE_DIRS = ("data", "logs")
 DIRS = ("docs", "scripts", "workspace", "workspace/inbox", "workspace/outputs", "data", "logs",
         "backups")
 
@@ -154,6 +158,8 @@ def _init_locked(home: Path) -> list[str]:
         if not path.exists():
             path.mkdir(parents=True)
             created.append(d + "/")
+        if d in PRIVATE_DIRS:  # conversations, credentials, the store: the owner's only
+            private_dir(path)
     files = {
         "config.toml": CONFIG_TOML, "agent.toml": AGENT_TOML, "AGENTS.md": AGENTS_MD,
         "USER.md": USER_MD, "IDENTITY.md": IDENTITY_MD,

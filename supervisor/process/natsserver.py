@@ -12,13 +12,19 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any
 
+from kit.private import open_private
 from supervisor.process.procs import pdeathsig
 
 log = logging.getLogger(__name__)
 
 _LISTEN = re.compile(rb"Listening for client connections on [\d.]+:(\d+)")
+
+#: How long a restart report (an announcement over NATS) may take before it is dropped.
+REPORT_TIMEOUT = 60.0
+#: The longest a start may take in all, however much the server is still logging.
+START_CAP = 300.0
 
 
 def server_binary() -> str:
@@ -58,6 +64,7 @@ class EmbeddedNats:
         self.last_exit = ""
         self._stopping = False
         self._pump_task: asyncio.Task[None] | None = None
+        self._reports: set[asyncio.Task[None]] = set()
 
     @property
     def url(self) -> str:
@@ -70,7 +77,10 @@ class EmbeddedNats:
     async def start(self, timeout: float = 15.0) -> str:
         """Start the server and return its URL once it accepts clients.
 
-        After the first start the port is fixed, so a restart serves the same URL and the same
+        `timeout` is how long the server may stay silent: every line it logs (recovering its
+        store on a busy CPU can take a while) is progress and gives it `timeout` more, up to
+        START_CAP in all; only a server that says nothing for `timeout` is given up on. After
+        the first start the port is fixed, so a restart serves the same URL and the same
         store: clients reconnect to it and find every stream, consumer and bucket.
         """
         self.store.mkdir(parents=True, exist_ok=True)
@@ -86,19 +96,22 @@ class EmbeddedNats:
             start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops us last
         )
         assert self.proc.stdout is not None
-        logfile = self.log_path.open("ab") if self.log_path else None
-        deadline = asyncio.get_running_loop().time() + timeout
+        logfile = open_private(self.log_path, "ab") if self.log_path else None
+        loop = asyncio.get_running_loop()
+        cap = loop.time() + START_CAP
         last = b""  # its last words, the cause when it fails to start
         try:
             while True:
-                remaining = deadline - asyncio.get_running_loop().time()
+                remaining = min(timeout, cap - loop.time())
                 if remaining <= 0:
-                    raise TimeoutError(f"nats-server did not start listening within {timeout:g} s"
+                    raise TimeoutError(f"nats-server did not start listening in {START_CAP:.0f}s"
                                        f"{_said(last)}")
                 try:
                     line = await asyncio.wait_for(self.proc.stdout.readline(), remaining)
                 except TimeoutError:
-                    continue  # the deadline check above says it, with the last line
+                    raise TimeoutError(
+                        f"nats-server said nothing for {remaining:.0f}s while starting"
+                        f"{_said(last)}") from None
                 if not line:
                     raise RuntimeError(f"nats-server exited early (code {await self.proc.wait()})"
                                        f"{_said(last)}")
@@ -117,7 +130,7 @@ class EmbeddedNats:
         self._pump_task = asyncio.create_task(self._pump(self.proc, logfile))
         return self.url
 
-    async def _pump(self, proc: asyncio.subprocess.Process, logfile: BinaryIO | None) -> None:
+    async def _pump(self, proc: asyncio.subprocess.Process, logfile: IO[Any] | None) -> None:
         assert proc.stdout is not None
         try:
             while line := await proc.stdout.readline():
@@ -157,14 +170,30 @@ class EmbeddedNats:
             self.restarts += 1
             self.last_exit = reason
             if on_restart is not None:
-                try:
-                    await on_restart(reason, time.monotonic() - down_at)
-                except Exception:  # noqa: BLE001 - reporting must not stop supervision
-                    log.exception("nats restart callback failed")
+                # Reported on the side: the report goes over the NATS we watch, and the next
+                # crash must be seen while it waits.
+                task = asyncio.create_task(
+                    self._report(on_restart, reason, time.monotonic() - down_at))
+                self._reports.add(task)
+                task.add_done_callback(self._reports.discard)
+
+    @staticmethod
+    async def _report(
+        on_restart: Callable[[str, float], Awaitable[None]], reason: str, down_for: float
+    ) -> None:
+        try:
+            await asyncio.wait_for(on_restart(reason, down_for), REPORT_TIMEOUT)
+        except TimeoutError:
+            log.warning("the report of a nats-server restart (%s) took over %.0fs; dropped",
+                        reason, REPORT_TIMEOUT)
+        except Exception:  # noqa: BLE001 - reporting must not stop supervision
+            log.exception("nats restart callback failed")
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop for good (no restart)."""
         self._stopping = True
+        for task in list(self._reports):
+            task.cancel()
         await self._terminate(grace)
 
     async def _terminate(self, grace: float = 5.0) -> None:

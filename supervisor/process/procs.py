@@ -22,7 +22,8 @@ def pdeathsig() -> None:
 #: Which secret variables each actor may inherit; everything else secret-looking is dropped.
 KEEP_SECRETS = {
     "llm": ("ANTHROPIC_", "OPENAI_", "OLLAMA_"),
-    "channel": ("WINTERMUTE_TELEGRAM", "WINTERMUTE_SLACK", "TELEGRAM_", "SLACK_"),
+    "channel": ("WINTERMUTE_TELEGRAM", "WINTERMUTE_SLACK", "WINTERMUTE_WEBHOOK", "TELEGRAM_",
+                "SLACK_"),
 }
 
 
@@ -31,10 +32,11 @@ RUN_VAR = "WINTERMUTE_RUN"
 
 
 def actor_env(
-    name: str, nats_url: str, home: str, login: tuple[str, str] | None = None, run: str = "",
+    name: str, nats_url: str, home: str, login: dict[str, str] | None = None, run: str = "",
 ) -> dict[str, str]:
-    """The environment of one actor: secrets only where that actor needs them, its own
-    NATS user when `login` is given (the embedded server), and the run id."""
+    """The environment of one actor: secrets only where that actor needs them, its NATS
+    login when `login` (`Bus.connect` arguments: user, seed file, API prefix...) is given,
+    and the run id."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -44,8 +46,13 @@ def actor_env(
         for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "OLLAMA_HOST"):
             env.pop(var, None)
     env["WM__NATS__URL"] = nats_url
-    if login is not None:
-        env["WM__NATS__USER"], env["WM__NATS__PASSWORD"] = login
+    if login is not None:  # a seed file's path, never the seed itself
+        env["WM__NATS__USER"] = login.get("user") or name
+        for key, var in (("seed", "WM__NATS__SEED"), ("password", "WM__NATS__PASSWORD"),
+                         ("api_prefix", "WM__NATS__API_PREFIX"),
+                         ("credentials", "WM__NATS__CREDENTIALS")):
+            if login.get(key):
+                env[var] = login[key]
     env["WINTERMUTE_HOME"] = home
     if run:
         env[RUN_VAR] = run

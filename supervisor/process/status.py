@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from msgspec.structs import replace
 
 from contracts.records import ActorStatus, NatsStatus, SupervisorStatus
+from kit.private import private_dir, write_private
 
 if TYPE_CHECKING:
     from supervisor.process.supervisor import Supervisor
@@ -55,10 +56,8 @@ def build_status(sup: Supervisor) -> SupervisorStatus:
 
 def write_runtime(path: Path, data: dict[str, Any]) -> None:
     """Write data/runtime.json atomically (NATS URL and pids, for status/chat/tap)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(path)
+    private_dir(path.parent)
+    write_private(path, json.dumps(data, indent=2))
 
 
 def update_runtime(path: Path, **changes: Any) -> None:

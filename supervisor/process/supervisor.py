@@ -21,6 +21,7 @@ from contracts import DeadLetter
 from contracts.config import Settings
 from contracts.records import ActorRunState, SupervisorStatus
 from contracts.routes import ACTORS, STOP_ORDER, durable
+from kit.private import open_private, private_dir
 from supervisor.flatline.diagnosis import log_tail
 from supervisor.flatline.policy import Flatline
 from supervisor.process.announce import Announcer
@@ -61,7 +62,7 @@ class Supervisor:
     def __init__(
         self, settings: Settings, bus: Bus, nats_url: str, *, spawn: bool = True,
         nats: EmbeddedNats | None = None, only: list[str] | None = None,
-        runtime_file: Path | None = None, logins: dict[str, str] | None = None,
+        runtime_file: Path | None = None, logins: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.settings = settings
         self.cfg = settings.config.supervisor
@@ -71,7 +72,7 @@ class Supervisor:
         self.spawn = spawn
         self.runtime_file = runtime_file
         self.metrics_url = ""
-        self.logins = logins  # actor -> NATS password (embedded server with per-actor users)
+        self.logins = logins  # actor -> its Bus.connect arguments (embedded server's users)
         names = only or list(ACTORS)
         unknown = set(self.cfg.restart_policy) - set(ACTORS)
         if unknown:
@@ -98,7 +99,7 @@ class Supervisor:
 
     async def run(self) -> None:
         """Run until stop() is called."""
-        self._logs.mkdir(parents=True, exist_ok=True)
+        private_dir(self._logs)
         self._since = time.time()
         await self.announce.load()
         if self.spawn:
@@ -183,12 +184,12 @@ class Supervisor:
     # -- one actor ---------------------------------------------------------------------------
 
     async def _spawn(self, name: str) -> asyncio.subprocess.Process:
-        out = (self._logs / f"{name}.log").open("ab")
+        out = open_private(self._logs / f"{name}.log", "ab")
         try:
             return await asyncio.create_subprocess_exec(
                 *actor_command(name), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 env=actor_env(name, self.nats_url, str(self.settings.home),
-                              (name, self.logins[name]) if self.logins else None,
+                              self.logins[name] if self.logins else None,
                               run=self.run_id),
                 preexec_fn=pdeathsig, start_new_session=True,
             )

@@ -68,12 +68,13 @@ async def run_up(
     url = nats_url or cfg.url
     server: EmbeddedNats | None = None
     auth: natsauth.EmbeddedAuth | None = None
-    user, password = cfg.user, cfg.password
+    login = {"credentials": cfg.credentials, "user": cfg.user, "password": cfg.password,
+             "seed": cfg.seed, "api_prefix": cfg.api_prefix}
     durables = actor_subscriptions(settings)
     if not url:
         # Embedded: one NATS user per actor, plus the supervisor and the command line.
         auth = natsauth.prepare(home, Bus("", cfg.prefix).subjects, durables)
-        user, password = auth.login("supervisor")
+        login = auth.login("supervisor")
         server = EmbeddedNats(home / "data" / "jetstream", nats_port or cfg.port,
                               home / "logs" / "nats-server.log", config=auth.config)
         try:
@@ -87,22 +88,22 @@ async def run_up(
     sup: Supervisor | None = None
     try:
         try:
-            await bus.connect(timeout=30, credentials=cfg.credentials, user=user,
-                              password=password)
+            await bus.connect(timeout=30, **login)
         except ConnectionError as exc:
-            who = f" as the NATS user {user}" if user else ""
+            user = login.get("user") or ("the supervisor's key" if login.get("seed") else "")
+            who = f" as {user}" if user else ""
             print(f"The supervisor could not connect{who}: {exc}. Check the NATS URL and the "
-                  "credentials (nats.user/nats.password, nats.credentials or WM__NATS__*).",
-                  file=sys.stderr, flush=True)
+                  "credentials (nats.user/nats.password, nats.seed, nats.credentials or "
+                  "WM__NATS__*).", file=sys.stderr, flush=True)
             return 1
         await provision_all(bus, durables)  # actors with their own users may only look
         sup = Supervisor(settings, bus, url, spawn=spawn, nats=server,
                          runtime_file=runtime_path(home),
-                         logins=auth.passwords if auth else None)
+                         logins={u: auth.login(u) for u in auth.seeds} if auth else None)
         write_runtime(runtime_path(home), {
             "nats_url": url, "nats_pid": server.pid if server else None,
             "supervisor_pid": os.getpid(), "prefix": cfg.prefix,
-            "nats_users": str(natsauth.users_file(home)) if auth else None,
+            "nats_keys": str(natsauth.keys_dir(home)) if auth else None,
         })
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

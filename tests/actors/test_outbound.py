@@ -62,6 +62,12 @@ def test_the_redactor_follows_env_and_nats_credentials(tmp_path: Path) -> None:
     nats.mkdir(parents=True)
     (nats / "users.json").write_text(json.dumps({"cli": {"password": "nats-cli-pw-0123456789"}}))
     assert "nats-cli-pw" not in redactor.redact("password: nats-cli-pw-0123456789")
+    seed = "SUAGQNKIE5E5WQNJSPE4SW43KDBSNXXCJLQSA6MQKCEDR3LJUODUU4TQEA"  # an nkey seed `up` wrote
+    (nats / "keys").mkdir()
+    (nats / "keys" / "cli.nk").write_text(seed + "\n")
+    assert seed not in redactor.redact(f"seed {seed}")
+    (nats / "server.json").write_text(json.dumps({"accounts": {"x": {"subject": "wm.cmd.memory.recall"}}}))
+    assert "wm.cmd.memory.recall" in redactor.redact("wm.cmd.memory.recall")  # public: kept
 
 
 def test_files_holding_secrets_are_refused(tmp_path: Path) -> None:

@@ -204,7 +204,7 @@ async def test_daily_budget_stops_model_calls(
         assert await c.ask("first") == "echo: first"
         calls = len(fake.requests)
         reply = await c.ask("second")
-    assert "daily token budget is used up" in reply
+    assert "Daily token budget reached" in reply and "back tomorrow" in reply
     assert len(fake.requests) == calls
 
 

@@ -7,6 +7,7 @@ permissions violation, and nothing delivered or stored); what it must do works.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import stat
@@ -15,16 +16,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import bcrypt
 import nats
 import pytest
 from nats.aio.client import Client
+from nats.js.errors import BadRequestError, NotFoundError
 
 from actors import ACTORS
 from actors.channel.actor import ADAPTERS
 from bus import Bus, Subscription, ensure_consumer
+from bus.accounts import API_PREFIX, JS_ACCOUNT, account_of
 from bus.history import read_stream
-from bus.permissions import CHANNELS, CLI, GRANTS, SUPERVISOR, scope, scratch_prefix
+from bus.permissions import (
+    CHANNELS,
+    CLI,
+    GRANTS,
+    OPERATOR,
+    SUPERVISOR,
+    scope,
+    scratch_prefix,
+)
 from contracts import HoldRelease
 from contracts.config import load_settings
 from contracts.records import TaskHold
@@ -37,6 +47,11 @@ from supervisor.process.provision import actor_subscriptions, provision_all
 TESTER = "tester"  # a test-only user that may do anything, to probe what others receive
 
 
+def prober_in(account: str) -> str:
+    """A test-only user inside one actor's account, to see what lands there."""
+    return f"{TESTER}-{account}"
+
+
 @dataclass
 class Secured:
     """A nats-server with the generated users, provisioned like `up` does."""
@@ -45,12 +60,11 @@ class Secured:
     home: Path
     auth: natsauth.EmbeddedAuth
     durables: dict[str, list[Subscription]]
-    tester_password: str
+    tester_seeds: dict[str, Path]  # TESTER and prober_in(account) -> seed file
 
     async def bus(self, user: str) -> Bus:
         """A Bus connected as one of the generated users."""
-        login, password = self.auth.login(user)
-        return await Bus(self.url, name=f"test-{user}").connect(user=login, password=password)
+        return await Bus(self.url, name=f"test-{user}").connect(timeout=10, **self.auth.login(user))
 
 
 @pytest.fixture(scope="module")
@@ -62,17 +76,20 @@ async def secured(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Sec
     settings = load_settings(home, env)
     durables = actor_subscriptions(settings)
     auth = natsauth.prepare(home, Bus("").subjects, durables)
-    # The generated config plus one unrestricted test user.
+    # The generated config plus unrestricted test users: one in each account.
     config = json.loads(auth.config.read_text())
-    tester_password = "tester-password"
-    config["authorization"]["users"].append({
-        "user": TESTER, "password": bcrypt.hashpw(tester_password.encode(),
-                                                  bcrypt.gensalt(4)).decode()})
+    seeds: dict[str, Path] = {}
+    for account, spec in config["accounts"].items():
+        name = TESTER if account == JS_ACCOUNT else prober_in(account)
+        seeds[name] = home / f"{name}.nk"
+        seed = natsauth.new_seed()
+        seeds[name].write_text(seed)
+        spec["users"].append({"nkey": natsauth.public_key(seed)})
     test_config = auth.config.with_name("test-server.json")
     test_config.write_text(json.dumps(config))
     server = EmbeddedNats(home / "data" / "jetstream", config=test_config)
     url = await server.start()
-    sec = Secured(url, home, auth, durables, tester_password)
+    sec = Secured(url, home, auth, durables, seeds)
     admin = await sec.bus(SUPERVISOR)
     await provision_all(admin, durables)
     await admin.close()
@@ -104,15 +121,15 @@ class Violations:
 async def raw_connect(sec: Secured, user: str) -> tuple[Client, Violations]:
     """A plain nats.py connection as `user`, with its violations collected."""
     violations = Violations()
-    password = sec.tester_password if user == TESTER else sec.auth.passwords[user]
-    nc = await nats.connect(sec.url, user=user, password=password, error_cb=violations.record,
-                            inbox_prefix=f"_INBOX_{user}", allow_reconnect=False)
+    seed = sec.tester_seeds.get(user) or sec.auth.seeds[user]
+    nc = await nats.connect(sec.url, nkeys_seed=str(seed), error_cb=violations.record,
+                            inbox_prefix=f"_INBOX_{user.split('-')[0]}", allow_reconnect=False)
     return nc, violations
 
 
 async def test_the_executor_cannot_subscribe_to_memory_subjects(secured: Secured) -> None:
     executor, violations = await raw_connect(secured, "executor")
-    tester, _ = await raw_connect(secured, TESTER)
+    tester, _ = await raw_connect(secured, prober_in(account_of("executor")))
     try:
         denied = await executor.subscribe("wm.cmd.memory.>")  # no callback: messages queue up
         probed = asyncio.get_running_loop().create_future()
@@ -124,8 +141,8 @@ async def test_the_executor_cannot_subscribe_to_memory_subjects(secured: Secured
         await executor.flush()
         text = await violations.wait_for('subscription to "wm.cmd.memory.>"')
         assert "permissions violation" in text
-        # One publisher, one subscriber connection: had the first been delivered, it would
-        # have been queued before the probe arrived.
+        # One publisher in the executor's own account, one subscriber connection: had the
+        # first been delivered, it would have been queued before the probe arrived.
         await tester.publish("wm.cmd.memory.save", b'{"type": "memory.save"}')
         await tester.publish("_INBOX_executor.probe", b"after")
         assert await asyncio.wait_for(probed, 10) == "_INBOX_executor.probe"
@@ -277,8 +294,8 @@ async def test_the_cli_user_lifts_flatline_holds(secured: Secured) -> None:
 
 async def test_the_cli_user_owns_the_replay_scratch_prefix(secured: Secured) -> None:
     """What `replay --rerun` does: provision, run a planner on, and delete `wm_replay`."""
-    login = dict(zip(("user", "password"), secured.auth.login(CLI), strict=True))
-    scratch = await Bus(secured.url, scratch_prefix("wm")).connect(**login)
+    scratch = await Bus(secured.url, scratch_prefix("wm")).connect(
+        timeout=10, **secured.auth.login(CLI))
     try:
         await scratch.provision()
         sub = Subscription(scratch.subjects.stream_in, "planner-in", ("wm_replay.in.>",))
@@ -306,18 +323,23 @@ async def test_a_connection_without_a_user_is_refused(secured: Secured) -> None:
 
 def test_credentials_are_private_and_kept(secured: Secured) -> None:
     folder = natsauth.nats_dir(secured.home)
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    for name in ("users.json", "server.json"):
-        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+    for path in (folder, natsauth.keys_dir(secured.home)):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "server.json").stat().st_mode) == 0o600
+    seeds = {u: p.read_text() for u, p in secured.auth.seeds.items()}
+    assert set(seeds) == set(GRANTS)
+    for path in secured.auth.seeds.values():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
     config = (folder / "server.json").read_text()
-    assert all(p not in config for p in secured.auth.passwords.values())  # hashes only
+    assert all(s.strip() not in config for s in seeds.values())  # public keys only
+    assert "password" not in config
     again = natsauth.prepare(secured.home, Bus("").subjects, secured.durables)
-    assert again.passwords == secured.auth.passwords
-    assert natsauth.login(secured.home, CLI) == (CLI, secured.auth.passwords[CLI])
+    assert {u: p.read_text() for u, p in again.seeds.items()} == seeds
+    assert natsauth.connect_kwargs(secured.home, CLI) == secured.auth.login(CLI)
 
 
 def test_one_grant_per_actor_and_the_channels_are_the_adapters() -> None:
-    assert set(GRANTS) == {*ACTORS, SUPERVISOR, CLI}
+    assert set(GRANTS) == {*ACTORS, SUPERVISOR, CLI, OPERATOR}
     assert set(CHANNELS) == set(ADAPTERS)
 
 
@@ -345,4 +367,193 @@ async def test_every_role_may_publish_what_the_route_table_says_it_produces(
         for stream, subject in published:  # leave the streams as the other tests expect them
             await admin.js.purge_stream(stream, subject=subject)
         await admin.close()
-    assert {s for s, _ in published} == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ"}
+    assert {s for s, _ in published} == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ",
+                                         "WM_AUDIT"}
+
+
+# -- replies are not actions -----------------------------------------------------------------
+
+VICTIM = "VICTIM"  # a stream no actor may touch; the attacks below try to delete it
+#: Reply subjects that, answered in the JetStream account, would delete it: the API's own
+#: name and the name an actor's account imports the API under.
+ATTACK_REPLIES = (f"$JS.API.STREAM.DELETE.{VICTIM}", f"{API_PREFIX}.STREAM.DELETE.{VICTIM}")
+
+
+def concrete(pattern: str) -> str:
+    """One subject a permission pattern allows (`*` and `>` filled in)."""
+    return ".".join({"*": "x", ">": "attack.x"}.get(tok, tok) for tok in pattern.split("."))
+
+
+def answered(subject: str) -> bool:
+    """Whether the server answers a request on `subject`: an ack of no message is ignored, and
+    nothing serves direct gets (our buckets do not allow them; KV reads use STREAM.MSG.GET)."""
+    return not subject.startswith("$JS.ACK.") and ".DIRECT.GET." not in subject
+
+
+async def ensure_victim(sec: Secured) -> None:
+    """The stream the attacks try to delete."""
+    tester, _ = await raw_connect(sec, TESTER)
+    try:
+        with contextlib.suppress(BadRequestError):
+            await tester.jetstream().add_stream(name=VICTIM, subjects=["victim.>"])
+    finally:
+        await tester.close()
+
+
+async def victim_exists(sec: Secured) -> bool:
+    tester, _ = await raw_connect(sec, TESTER)
+    try:
+        await tester.jetstream().stream_info(VICTIM)
+        return True
+    except NotFoundError:
+        return False
+    finally:
+        await tester.close()
+
+
+async def test_in_one_shared_account_a_reply_subject_is_an_action(
+    tmp_path: Path, secured: Secured,
+) -> None:
+    """The attack, reproduced: with every user in the JetStream account (how the permission
+    table was first rendered), the planner's pull request deletes a stream through its reply."""
+    config = json.loads(secured.auth.config.read_text())
+    flat = [u for spec in config["accounts"].values() for u in spec["users"]]
+    for user in flat:  # the table's permissions, un-mapped: the planner pulls from $JS.API
+        user["permissions"]["publish"]["allow"] = [
+            p.replace(API_PREFIX, "$JS.API") for p in user["permissions"]["publish"]["allow"]]
+    seed = natsauth.new_seed()
+    flat.append({"nkey": natsauth.public_key(seed)})
+    (tmp_path / "flat.json").write_text(json.dumps({"authorization": {"users": flat}}))
+    (tmp_path / "tester.nk").write_text(seed)
+    server = EmbeddedNats(tmp_path / "js", config=tmp_path / "flat.json")
+    url = await server.start()
+    admin = await Bus(url).connect(seed=str(tmp_path / "tester.nk"))
+    planner = await nats.connect(url, nkeys_seed=str(secured.auth.seeds["planner"]),
+                                 inbox_prefix="_INBOX_planner", allow_reconnect=False)
+    try:
+        await provision_all(admin, {"planner": secured.durables["planner"]})
+        await admin.js.add_stream(name=VICTIM, subjects=["victim.>"])
+        sub = secured.durables["planner"][0]
+        await planner.publish(f"$JS.API.CONSUMER.MSG.NEXT.{sub.stream}.{sub.durable}",
+                              b'{"batch": 1, "no_wait": true}', reply=ATTACK_REPLIES[0])
+        async with asyncio.timeout(15):
+            while True:
+                try:
+                    await admin.js.stream_info(VICTIM)
+                except NotFoundError:
+                    break  # deleted by the server's own answer to the planner
+                await asyncio.sleep(0.05)
+    finally:
+        await planner.close()
+        await admin.close()
+        await server.stop()
+
+
+@pytest.mark.parametrize("actor", [*ACTORS, OPERATOR])
+async def test_no_reply_of_an_actor_becomes_an_action(secured: Secured, actor: str) -> None:
+    """Every request an actor may make, with a JetStream API call as its reply subject, is
+    answered inside the actor's own account, where it deletes nothing."""
+    await ensure_victim(secured)
+    prober, _ = await raw_connect(secured, prober_in(account_of(actor)))
+    conn, violations = await raw_connect(secured, actor)
+    landed: asyncio.Queue[str] = asyncio.Queue()
+
+    async def on_landed(msg: Any) -> None:
+        await landed.put(msg.subject)  # a pulled message keeps its own subject
+
+    try:
+        for reply in ATTACK_REPLIES:
+            await prober.subscribe(reply, cb=on_landed)
+        await prober.flush()
+        allowed = json.loads(secured.auth.config.read_text())["accounts"][account_of(actor)][
+            "users"][0]["permissions"]["publish"]["allow"]
+        requests = [concrete(p) for p in allowed]
+        expected = 0
+        for subject in requests:
+            body = (b'{"batch": 1, "no_wait": true}' if ".MSG.NEXT." in subject
+                    else b"" if ".DIRECT.GET." in subject else b"{}")
+            for reply in ATTACK_REPLIES:
+                await conn.publish(subject, body, reply=reply)
+                expected += answered(subject)
+        expected += await ack_with_attack_reply(secured, conn, actor)
+        await conn.flush()
+        got = 0
+        try:
+            async with asyncio.timeout(30):  # every answer arrived in the actor's account...
+                for _ in range(expected):
+                    await landed.get()
+                    got += 1
+        except TimeoutError:
+            raise AssertionError(f"{got} of {expected} answers arrived") from None
+        assert await victim_exists(secured)  # ...and none reached the JetStream API
+        assert not [v for v in violations.seen if "permissions violation" in v], violations.seen
+    finally:
+        await conn.close()
+        await prober.close()
+
+
+async def ack_with_attack_reply(sec: Secured, conn: Client, actor: str) -> int:
+    """Pull one message from each of the actor's durables and ack it with an attack reply."""
+    tester, _ = await raw_connect(sec, TESTER)
+    sent = 0
+    try:
+        js = conn.jetstream(prefix=API_PREFIX)
+        for sub in sec.durables.get(actor, []):
+            stored = (await tester.jetstream().stream_info(sub.stream)).config.subjects or []
+            # The narrower of the filter and the stream's subjects is in both.
+            subject = max([sub.filters[0], *stored[:1]], key=lambda p: len(p.split(".")))
+            await tester.jetstream().publish(concrete(subject), b"{}")
+            pull = await js.pull_subscribe_bind(durable=sub.durable, stream=sub.stream)
+            (msg,) = await pull.fetch(1, timeout=10)
+            for reply in ATTACK_REPLIES:
+                await conn.publish(msg.reply, b"+ACK", reply=reply)
+                sent += 1
+            await pull.unsubscribe()
+    finally:
+        await tester.close()
+    return sent
+
+
+async def test_an_unknown_key_is_refused_and_the_error_says_so(
+    secured: Secured, tmp_path: Path,
+) -> None:
+    stranger = tmp_path / "stranger.nk"
+    stranger.write_text(natsauth.new_seed())
+    with pytest.raises(ConnectionError, match="authorization violation"):
+        await Bus(secured.url).connect(timeout=3, seed=str(stranger))
+
+
+async def test_the_operator_reads_everything_and_changes_nothing(secured: Secured) -> None:
+    """What `nats sub`, `nats stream ls/get`, `nats consumer ls/info` and `nats kv ls/get` do."""
+    admin, operator = await secured.bus(SUPERVISOR), await secured.bus(OPERATOR)
+    try:
+        seen: asyncio.Queue[str] = asyncio.Queue()
+
+        async def on_msg(msg: Any) -> None:
+            await seen.put(msg.subject)
+
+        await operator.nc.subscribe("wm.>", cb=on_msg)
+        await operator.nc.flush()
+        await admin.kv_put(admin.subjects.kv_state, "supervisor", b"{}")
+        ack = await admin.js.publish("wm.in.terminal.operator-test", b'{"type": "x"}')
+        assert await asyncio.wait_for(seen.get(), 10) == "wm.in.terminal.operator-test"
+        names = await operator.js.streams_info()
+        assert {"WM_IN", "KV_wm_state"} <= {s.config.name for s in names}
+        assert "planner-in" in {c.name for c in await operator.js.consumers_info("WM_IN")}
+        await operator.js.consumer_info("WM_IN", "planner-in")
+        assert (await operator.js.get_msg("WM_IN", ack.seq)).data == b'{"type": "x"}'
+        assert "supervisor" in await operator.kv_keys(operator.subjects.kv_state)
+        assert await operator.kv_get(operator.subjects.kv_state, "supervisor") == b"{}"
+        await operator.nc.flush()
+        assert not operator.denied, list(operator.denied)
+        js = operator.nc.jetstream(prefix=API_PREFIX, timeout=1)
+        with pytest.raises(TimeoutError):  # refused: nothing answers
+            await js.publish("wm.cmd.executor.run", b"{}", timeout=1)
+        with pytest.raises(TimeoutError):
+            await js.delete_stream("WM_IN")
+        with pytest.raises(TimeoutError):
+            await js.add_consumer("WM_IN", durable_name="peek", deliver_subject="x")
+        await admin.js.stream_info("WM_IN")
+    finally:
+        await admin.close()
+        await operator.close()

@@ -58,6 +58,10 @@ def test_environment_overrides_file_and_parses_json_literals(tmp_path: Path) -> 
         ("config.toml", "[models.limits.oracle]\nmax_tokenz = 5\n", {},
          "unknown setting 'models.limits[...].max_tokenz'"),
         ("config.toml", "", {"WM__MODELS__MAX_TOKENS": "-1"}, "'models.max_tokens'"),
+        ("config.toml", "[budget]\ntimezone = 'Mars/Olympus'\n", {}, "'budget.timezone'"),
+        ("config.toml", "[budget]\nmax_tokens_per_turn = -1\n", {}, "'budget.max_tokens_per_turn'"),
+        ("config.toml", "[budget.prices]\n'openai/x' = {input = 'cheap'}\n", {},
+         "budget.prices"),
     ],
 )
 def test_bad_settings_name_the_key(
@@ -78,3 +82,14 @@ def test_model_limits_per_role_over_the_models_defaults(tmp_path: Path) -> None:
     assert (default.max_tokens, default.timeout_secs, default.max_retries) == (2000, 300.0, 2)
     env = {"WM__MODELS__LIMITS__FLATLINE__TIMEOUT_SECS": "30"}
     assert load_settings(tmp_path, env).config.models.limits_for("flatline").timeout_secs == 30
+
+
+def test_budget_prices_timezone_and_task_budgets(tmp_path: Path) -> None:
+    write(tmp_path, "config.toml", "[budget]\ntimezone = 'Europe/Berlin'\n"
+          "[budget.prices]\n'openai/gpt-4o' = {input = 2.5, output = 10}\n")
+    write(tmp_path, "agent.toml", "[[scheduled_tasks]]\nname = 'news'\ncron = '0 8 * * *'\n"
+          "prompt = 'news'\nbudget_tokens = 50000\n")
+    s = load_settings(tmp_path, {})
+    assert s.config.budget.timezone == "Europe/Berlin"
+    assert s.config.budget.prices["openai/gpt-4o"].output == 10
+    assert s.agent.scheduled_tasks[0].budget_tokens == 50000

@@ -119,7 +119,7 @@ def test_every_routed_actor_message_has_a_consumer() -> None:
     # Recorded-only facts (idle sessions, interventions, chat deliveries, memory audit events)
     # and answers the CLI awaits live (memory.answer) have none by design.
     recorded = {"session.idle", "flatline.intervention", "channel.delivered", "memory.changed",
-                "memory.answer"}
+                "memory.answer", "audit.event"}
     for r in ROUTES:
         readers = [d for d in DURABLES if not d.raw
                    and any(overlaps(f, r.subject) for f in d.filters)]
@@ -129,7 +129,8 @@ def test_every_routed_actor_message_has_a_consumer() -> None:
 def test_publish_grants_come_from_the_routes() -> None:
     assert "in.telegram.*" in publishes("channel")
     assert "in.schedule.*" not in publishes("channel")
-    assert set(publishes("heartbeat")) == {"in.schedule.*", "out.*.*", "dlq.heartbeat"}
+    assert set(publishes("heartbeat")) == {"in.schedule.*", "out.*.*", "dlq.heartbeat",
+                                           "cmd.approval.request"}  # the tool review
     assert "cmd.executor.run" in publishes("planner")
     assert "cmd.executor.run" not in publishes("channel")
 

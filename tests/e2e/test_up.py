@@ -65,7 +65,8 @@ def stream_payloads(env: dict[str, str], stream: str) -> list[dict[str, Any]]:
     async def read() -> list[dict[str, Any]]:
         home = Path(env["WINTERMUTE_HOME"])
         info = json.loads((home / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(home, "supervisor"))
+        bus = await Bus(info["nats_url"], "wm").connect(
+            timeout=30, **connect_kwargs(home, "supervisor"))
         try:
             si = await bus.js.stream_info(stream)
             out: list[dict[str, Any]] = []
@@ -160,8 +161,8 @@ def test_the_embedded_server_takes_only_its_own_users(up: dict[str, Any]) -> Non
 
     folder = up["home"] / "data" / "nats"
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    for name in ("users.json", "server.json"):
-        assert stat.S_IMODE((folder / name).stat().st_mode) == 0o600
+    assert stat.S_IMODE((folder / "server.json").stat().st_mode) == 0o600
+    assert not (folder / "users.json").exists()  # no plaintext passwords, nkeys instead
     info = json.loads((up["home"] / "data" / "runtime.json").read_text())
 
     async def anonymous() -> None:
@@ -173,6 +174,25 @@ def test_the_embedded_server_takes_only_its_own_users(up: dict[str, Any]) -> Non
     for actor in status(up["env"])["actors"]:
         environ = Path(f"/proc/{actor['pid']}/environ").read_bytes().split(b"\0")
         assert f"WM__NATS__USER={actor['name']}".encode() in environ
+        seed = (folder / "keys" / f"{actor['name']}.nk").read_bytes().strip()
+        assert not any(seed in var for var in environ)  # the path to its key, not the key
+
+
+def test_conversations_and_credentials_are_private(up: dict[str, Any]) -> None:
+    """Logs (every conversation and tool output), keys and the store: 0600 in 0700 folders."""
+    home = up["home"]
+    assert wm(up["env"], "chat", "--once", "a private word").returncode == 0
+    events = home / "logs" / "events.jsonl"
+    wait_for(lambda: events.exists() and b"a private word" in events.read_bytes(), 30)
+    for top in ("logs", "data"):
+        assert stat.S_IMODE((home / top).stat().st_mode) == 0o700, top
+    logs = {p.name for p in (home / "logs").iterdir()}
+    assert {"events.jsonl", "nats-server.log", *(f"{a}.log" for a in ACTORS)} <= logs
+    private = [*(home / "logs").iterdir(), *(home / "data" / "nats").rglob("*"),
+               home / "data" / "runtime.json"]
+    for path in private:
+        want = 0o700 if path.is_dir() else 0o600
+        assert stat.S_IMODE(path.stat().st_mode) == want, path
 
 
 def test_chat_once_gets_the_answer_and_a_tool_runs(up: dict[str, Any]) -> None:
@@ -269,7 +289,8 @@ def test_garbage_on_every_inbox_is_dead_lettered_and_nobody_dies(up: dict[str, A
 
     async def flood() -> None:
         info = json.loads((up["home"] / "data" / "runtime.json").read_text())
-        bus = await Bus(info["nats_url"], "wm").connect(**connect_kwargs(up["home"], "supervisor"))
+        bus = await Bus(info["nats_url"], "wm").connect(
+            timeout=30, **connect_kwargs(up["home"], "supervisor"))
         for subject in inboxes:
             for bad in (b"\xff\xfe garbage", b'{"type": "turn.request"', b"[1,2,3]",
                         b'{"type":"llm.request","id":"x","session":5}', b"x" * 900_000):

@@ -3,6 +3,8 @@
 All three share one scripted brain (`decide`) that reads the conversation, normalised to a
 neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
 
+- last user message has "loop: CMD"     -> tool call execute_command {"command": CMD}, again
+                                           after every result (a model stuck in a loop)
 - last message is a tool result        -> text "Tool said: <result, stripped>"
 - last user message has "run: CMD"      -> tool call execute_command {"command": CMD}
 - ... "remember: TEXT"                  -> tool call memory_save {"content": TEXT}
@@ -80,6 +82,7 @@ _RULES = (
 _TOOL = re.compile(r"(?<!\w)tool:([A-Za-z0-9_.\-]+)\s+(?=\{)")
 _SLOW = re.compile(r"(?<!\w)slow:\s*(\d+(?:\.\d+)?)")
 _STATUS = re.compile(r"(?<!\w)status:\s*(\d{3})")
+_LOOP = re.compile(r"(?<!\w)loop:\s*(.+)", re.S)
 _STREAM = re.compile(r"(?<!\w)stream:\s*(\d+(?:\.\d+)?)(?::(\d+))?")
 
 
@@ -113,6 +116,9 @@ def decide(messages: list[dict[str, Any]]) -> Decision:
         return _extract(messages[-1]["content"])
     if "[conversation summary]" in system:
         return _summarise(messages[-1]["content"])
+    last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    if match := _LOOP.search(last_user):
+        return Decision(tool="execute_command", arguments={"command": match.group(1).strip()})
     if messages and messages[-1]["role"] == "tool":
         results = []
         for m in reversed(messages):

@@ -139,6 +139,11 @@ async def test_a_release_command_from_the_chat_is_applied_for_the_owner_only(
     events = [p for p in await stream(bus, bus.subjects.stream_evt)
               if p["type"] == "flatline.intervention" and p["kind"] == "release"]
     assert events and events[0]["evidence"]["by"] == "terminal:owner (/tools release)"
+    from supervisor.cli.audit import read_audit  # both answers are in the audit log
+
+    audit = [(e.decision, e.outcome, e.principal) for e in await read_audit(bus)]
+    assert audit == [("holds.release_tool", "refused", "telegram:99"),
+                     ("holds.release_tool", "allowed", "terminal:owner")]
 
 
 async def test_exempt_tools_and_duplicate_outcomes_are_not_counted(
@@ -279,6 +284,19 @@ async def test_a_task_failing_three_times_in_a_row_is_disabled_until_enabled(
     assert "not disabled" in await enable_task(bus, "morning", "owner")
 
 
+async def test_a_task_skipped_for_its_budget_is_neither_failed_nor_disabled(
+    bus: Bus, settings_for: Any
+) -> None:
+    fl = flatline(settings_for(), bus)
+    await fl.on_task_outcome(task_outcome("news", 0, False))
+    for i in range(1, 6):
+        await fl.on_task_outcome(TaskOutcome(id=f"task:news:{i}:task", task="news",
+                                             turn_id=f"task:news:{i}", ok=False, skipped=True,
+                                             reason="its budget of 50 tokens"))
+    record = await task_status(bus, "news")
+    assert record.status == "enabled" and record.failures == 1  # the streak neither grew nor reset
+
+
 async def test_dead_letters_are_summarised_once(bus: Bus, settings_for: Any) -> None:
     fl = flatline(settings_for(), bus)
     assert not await fl.digest.dead_letters()
@@ -298,9 +316,10 @@ async def test_dead_letters_are_summarised_once(bus: Bus, settings_for: Any) -> 
 
 
 async def test_budget_burn_and_a_runaway_session_alert_once(bus: Bus, settings_for: Any) -> None:
-    fl = flatline(settings_for(**{"WM__BUDGET__MAX_TOKENS_PER_DAY": "1000000"}), bus)
+    fl = flatline(settings_for(**{"WM__BUDGET__MAX_TOKENS_PER_DAY": "1000000",
+                                  "WM__BUDGET__TIMEZONE": "UTC"}), bus)
     early = float(calendar.timegm(time.strptime("2030-01-02 03:00", "%Y-%m-%d %H:%M")))
-    await budget.add(bus, budget.day_key(early), 700_000)
+    await budget.add(bus, budget.day_key(early, "UTC"), 700_000)
     for name, tokens in [("terminal:a", 1000), ("terminal:b", 2000), ("telegram:c", 400_000)]:
         await budget.add(bus, budget.session_key(name), tokens)
         await bus.kv_put(bus.subjects.kv_sessions, f"s.{short_hash(name, 32)}",
@@ -312,7 +331,7 @@ async def test_budget_burn_and_a_runaway_session_alert_once(bus: Bus, settings_f
     assert any("The session telegram:c has used 400,000 tokens" in t for t in texts)
     assert await fl.digest.budget_burn(now=early) == []
     late = early + 86400 + 17 * 3600  # the same use at 20:00 the next day is no alert
-    await budget.add(bus, budget.day_key(late), 700_000)
+    await budget.add(bus, budget.day_key(late, "UTC"), 700_000)
     assert await fl.digest.budget_burn(now=late) == []
 
 

@@ -87,7 +87,7 @@ class DynamicTool(Tool):
                 + _section("stderr (tail)", stderr) + _section("stdout", stdout)))
         text = stdout.strip()
         try:
-            json.loads(text)
+            value = json.loads(text)
         except ValueError:
             cut = " Its output was also cut at the output limit; return less." if res.truncated \
                 else ""
@@ -95,7 +95,10 @@ class DynamicTool(Tool):
                 f"The tool {name} broke its contract: stdout must be one JSON value, but it "
                 f"was not valid JSON.{cut} Write diagnostics to stderr, not stdout."
                 + _section("stdout", text[:1000]) + _section("stderr (tail)", stderr)))
-        return ToolOutput(ok=True, output=text)
+        # A tool may say what its data is ({"label": "public", ...}); the executor joins the
+        # claim with the owner's ceiling for the tool, so a lower claim changes nothing.
+        claim = value.get("label") if isinstance(value, dict) else None
+        return ToolOutput(ok=True, output=text, label=claim if isinstance(claim, str) else "")
 
 
 def _section(title: str, text: str) -> str:

@@ -138,7 +138,7 @@ Telegram ids as 1.23456789e+08), so this renderer prints whole numbers as intege
 
 {{/* Every NATS user of the bundled server: one per actor, the supervisor and the CLI. */}}
 {{- define "wintermute.natsUsers" -}}
-{{- toJson (list "channel" "planner" "llm" "executor" "memory" "approval" "observer" "heartbeat" "cli" "supervisor") -}}
+{{- toJson (list "channel" "planner" "llm" "executor" "memory" "approval" "observer" "heartbeat" "operator" "cli" "supervisor") -}}
 {{- end -}}
 
 {{- define "wintermute.natsPasswordKey" -}}
@@ -182,6 +182,11 @@ jetstream {
     secretKeyRef:
       name: {{ include "wintermute.natsAuthSecretName" .root }}
       key: {{ include "wintermute.natsPasswordKey" .user }}
+{{- if not (has .user (list "cli" "supervisor")) }}
+{{- /* an actor's own account imports the JetStream API under this prefix (bus/accounts.py) */}}
+- name: WM__NATS__API_PREFIX
+  value: "JS.wintermute.API"
+{{- end }}
 {{- else if $v.auth.existingSecret -}}
 {{- if eq $v.auth.type "creds" }}
 - name: WM__NATS__CREDENTIALS

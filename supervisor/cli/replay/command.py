@@ -89,10 +89,7 @@ async def replay(settings: Settings, opts: Options) -> int:
     bus = await connect(settings, "replay")
     try:
         rec = await from_history(bus)
-        user, password = nats_login(settings)
-        login = {"user": user, "password": password,
-                 "credentials": settings.config.nats.credentials}
-        return await _act(settings, rec, opts, model, bus.url, login, bus)
+        return await _act(settings, rec, opts, model, bus.url, nats_login(settings), bus)
     finally:
         await bus.close()
 
@@ -106,11 +103,10 @@ async def _rerun_server(
     from supervisor.process.up import running_instance
 
     if settings.config.nats.url or running_instance(settings.home) is not None:
-        user, password = nats_login(settings)
+        login = nats_login(settings)
         bus = await connect(settings, "replay")
         try:
-            yield bus.url, {"user": user, "password": password,
-                            "credentials": settings.config.nats.credentials}, bus
+            yield bus.url, login, bus
         finally:
             await bus.close()
         return
@@ -120,7 +116,7 @@ async def _rerun_server(
         server = EmbeddedNats(Path(store))
         url = await server.start()
         try:
-            yield url, {"user": "", "password": "", "credentials": ""}, None
+            yield url, {}, None
         finally:
             await server.stop()
 
@@ -203,7 +199,8 @@ async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns
     from state.budget import add, day_key, used
 
     results: list[TurnResult] = []
-    spent_today = await used(live, day_key()) if model and live is not None else 0
+    tz = settings.config.budget.timezone
+    spent_today = await used(live, day_key(tz=tz)) if model and live is not None else 0
     async with Scratch(settings, url, login, model=model, timeout=timeout,
                        spent_today=spent_today) as scratch:
         seeded: set[str] = set()
@@ -217,7 +214,7 @@ async def rerun_turns(settings: Settings, url: str, login: dict[str, str], turns
                 seeded.discard(turn.session)  # start the next one from the recording again
     tokens = sum(r.tokens for r in results)
     if tokens and live is not None:
-        await add(live, day_key(), tokens)
+        await add(live, day_key(tz=tz), tokens, "replay")
     return results
 
 

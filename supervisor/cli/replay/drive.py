@@ -90,10 +90,10 @@ class Scratch:
         await self.bus.provision()
         await self._provision_durables()
         if self.spent_today:
-            from state.budget import day_key
+            from state.budget import add, day_key
 
-            await self.bus.kv_put(self.bus.subjects.kv_budget, day_key(),
-                                  str(self.spent_today).encode())
+            await add(self.bus, day_key(tz=self.settings.config.budget.timezone),
+                      self.spent_today, "replay")
         for name in LIVE_FILES:
             if (self.settings.home / name).is_file():
                 shutil.copy2(self.settings.home / name, self.home / name)
@@ -166,11 +166,8 @@ class Scratch:
                 await ensure_consumer(self.bus, sub)
 
     async def _spawn(self, name: str, home: str, **extra: str) -> None:
-        login = (self.login["user"], self.login["password"]) if self.login.get("user") else None
-        env = actor_env(name, self.url, home, login)
+        env = actor_env(name, self.url, home, self.login or None)  # as the cli user
         env.update(WM__NATS__PREFIX=self.prefix, **extra)
-        if self.login.get("credentials"):
-            env["WM__NATS__CREDENTIALS"] = self.login["credentials"]
         log = (self.home / f"{name}.log").open("wb")
         self.procs[name] = await asyncio.create_subprocess_exec(
             *actor_command(name), env=env, stdout=log, stderr=log, stdin=asyncio.subprocess.DEVNULL,

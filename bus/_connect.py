@@ -1,0 +1,59 @@
+"""How a connection to NATS tells slow from hung, and how a failure to connect is worded."""
+
+from __future__ import annotations
+
+import errno
+from dataclasses import dataclass
+
+#: The first attempt's handshake timeout; doubled after each attempt that timed out.
+FIRST_TIMEOUT = 2.0
+#: The longest a handshake phase (TCP connect, INFO, CONNECT/PONG) is given.
+MAX_TIMEOUT = 30.0
+
+
+@dataclass
+class AdaptiveTimeout:
+    """The per-attempt handshake timeout of one client, for its first connection and every
+    reconnection.
+
+    A server that refuses the TCP connection is down: retried at once, with the same timeout.
+    A server that accepts but does not finish the handshake in time is busy (a loaded CPU, a
+    restart replaying its store) or hung (SIGSTOP): the next attempt waits twice as long, up
+    to MAX_TIMEOUT, instead of starting the handshake over every 2 s, which on a busy machine
+    never converges. A completed connection starts over at FIRST_TIMEOUT.
+    """
+
+    current: float = FIRST_TIMEOUT
+    timed_out: int = 0
+
+    def failed(self, exc: BaseException) -> None:
+        if is_timeout(exc):
+            self.timed_out += 1
+            self.current = min(self.current * 2, MAX_TIMEOUT)
+
+    def connected(self) -> None:
+        self.current, self.timed_out = FIRST_TIMEOUT, 0
+
+
+def is_timeout(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or (
+        isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT)
+
+
+def describe(exc: BaseException | None, waited: float) -> str:
+    """Why a connection could not be made, as words (never empty)."""
+    from nats import errors
+
+    if exc is None or is_timeout(exc):
+        return (f"no answer in {waited:.0f}s (the server is down, hung or very busy; "
+                "`wintermute status` shows whether it runs)")
+    if isinstance(exc, ConnectionRefusedError):
+        return ("connection refused: nothing listens there (is `wintermute up` running, and "
+                "is this the URL it printed?)")
+    if isinstance(exc, errors.AuthorizationError) or "authorization" in str(exc).lower():
+        return ("authorization violation: the server refused these credentials (with the "
+                "embedded server, let `wintermute up` create them again by restarting it)")
+    if isinstance(exc, errors.NoServersError):
+        return "no server could be reached at that address"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
