@@ -93,7 +93,12 @@ class StreamOps:
         async def deliver(msg: Any) -> None:
             await cb(Delivery(msg.subject, msg.data or b"", dict(msg.headers or {})))
 
-        return Tap(await self.nc.subscribe(subject, cb=deliver))
+        sub = await self.nc.subscribe(subject, cb=deliver)
+        # A round trip: once this returns, the server has the subscription, so a caller that
+        # then publishes (or says "tapping") sees everything from that point on.
+        with contextlib.suppress(Exception):
+            await self.nc.flush(timeout=10)
+        return Tap(sub)
 
     async def delete_stream(self, name: str) -> bool:
         """Delete a stream; False when it did not exist."""
