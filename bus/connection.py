@@ -334,6 +334,11 @@ class Bus(KvOps, StreamOps):
         """The last sequence of a stream (0 when it is empty)."""
         return int((await self.js.stream_info(stream)).state.last_seq or 0)
 
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is up right now (False while it reconnects)."""
+        return self._nc is not None and self._nc.is_connected
+
     async def close(self) -> None:
         """Drain and close; safe to call twice, and quick when the server is already gone."""
         if self._closed or self._nc is None:

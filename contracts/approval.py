@@ -26,6 +26,9 @@ class ApprovalDecision(Msg, frozen=True, kw_only=True, tag="approval.decision"):
     approved: bool
     principal: str
     is_owner: bool = False
+    # Where the decider is: a decision that did not happen (unknown id, not the owner,
+    # expired) is explained there, not only at owner.sink.
+    reply_to: Sink | None = None
 
 
 class ApprovalResolved(Msg, frozen=True, kw_only=True, tag="approval.resolved"):

@@ -92,6 +92,10 @@ class Notice(Msg, frozen=True, kw_only=True, tag="notice"):
     sink: Sink
     text: str
     source: str = ""
+    # The `up` run this notice is about ("" for notices that stay true across runs). A notice
+    # about the processes of an earlier run ("the planner was hung") is dropped by the
+    # channel of a later run instead of greeting the owner with stale news.
+    run: str = ""
 
 
 class TerminalInput(Msg, frozen=True, kw_only=True, tag="terminal.input"):

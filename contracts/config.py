@@ -48,12 +48,33 @@ class BreakerConfig(_Section):
     cooldown_secs: float = 300.0
 
 
+class ModelLimits(_Section):
+    """[models.limits.<role>]: one role's (or skill's) limits; unset ones come from [models]."""
+
+    max_tokens: int | None = None
+    timeout_secs: float | None = None
+    max_retries: int | None = None
+
+
+class CallLimits(msgspec.Struct, frozen=True, kw_only=True):
+    """What one model call of a role may use (max_tokens 0: the provider-dependent default)."""
+
+    max_tokens: int
+    timeout_secs: float
+    max_retries: int
+
+
 class ModelsConfig(_Section):
     default: str = ""  # "{provider}/{model}"; empty: picked from the SDK environment variables
     fallback: list[str] = msgspec.field(default_factory=list)
     roles: dict[str, str] = msgspec.field(default_factory=dict)
     skills: dict[str, str] = msgspec.field(default_factory=dict)
-    timeout_secs: float = 120.0
+    timeout_secs: float = 120.0  # per attempt of a model call
+    # Longest answer; 0: 4096 for a hosted API, 1024 for a local server (OPENAI_BASE_URL
+    # elsewhere than api.openai.com, ANTHROPIC_BASE_URL, Ollama), which writes more slowly.
+    max_tokens: int = 0
+    max_retries: int = 2  # further attempts after a 429, a 5xx or a connection error
+    limits: dict[str, ModelLimits] = msgspec.field(default_factory=dict)
     breaker: BreakerConfig = msgspec.field(default_factory=BreakerConfig)
     # Data labelled sensitive or above goes only to models running on this machine: `local`,
     # then the chain's models whose provider is in `local_providers`; none: such turns are
@@ -76,6 +97,15 @@ class ModelsConfig(_Section):
             raise ValueError("retry_deadline_secs must be >= 0 and retry_max_delay_secs > 0")
         if self.progress_every_secs <= 0:
             raise ValueError("progress_every_secs must be positive")
+
+    def limits_for(self, role: str) -> CallLimits:
+        """The limits of a call for `role` (a role or skill name): its table over [models]."""
+        own = self.limits.get(role) or ModelLimits()
+        return CallLimits(
+            max_tokens=self.max_tokens if own.max_tokens is None else own.max_tokens,
+            timeout_secs=self.timeout_secs if own.timeout_secs is None else own.timeout_secs,
+            max_retries=self.max_retries if own.max_retries is None else own.max_retries,
+        )
 
 
 class PlannerConfig(_Section):
@@ -332,7 +362,10 @@ class FlatlineConfig(_Section):
 class SupervisorConfig(_Section):
     health_interval_secs: float = 2.0
     stale_after_secs: float = 15.0
-    startup_grace_secs: float = 25.0  # a new process has this long to report health
+    startup_grace_secs: float = 60.0  # a new process has this long to report health
+    # On a busy machine (load average above the core count) the grace, the staleness limit
+    # and the start deadline stretch by load per core, up to this factor (1: never stretch).
+    max_load_stretch: float = 4.0
     max_restarts: int = 5
     restart_window_secs: float = 60.0
     failed_retry_secs: float = 60.0  # first retry of a failed actor; doubles up to 10 minutes
@@ -591,6 +624,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
                 f"config.toml: invalid value for '{key}': {spec!r} is not "
                 f"'provider/model' with provider one of {', '.join(PROVIDERS)}"
             )
+    _check_limits(config.models)
     embedding = config.models.embedding
     if embedding != "none" and (
         "/" not in embedding or embedding.split("/", 1)[0] not in ("local", "openai", "ollama")
@@ -743,6 +777,24 @@ def _check_tasks(agent: AgentConfig) -> None:
         if task.name in names:
             raise ConfigError(f"agent.toml: '{where}': another task is named {task.name!r}")
         names.add(task.name)
+
+
+def _check_limits(models: ModelsConfig) -> None:
+    """Model call limits must be usable: a positive timeout, 0–10 retries, tokens >= 0."""
+    tables: list[tuple[str, ModelLimits]] = [("models", ModelLimits(
+        max_tokens=models.max_tokens, timeout_secs=models.timeout_secs,
+        max_retries=models.max_retries))]
+    tables += [(f"models.limits.{role}", lim) for role, lim in models.limits.items()]
+    for where, lim in tables:
+        if lim.timeout_secs is not None and lim.timeout_secs <= 0:
+            raise ConfigError(f"config.toml: invalid value for '{where}.timeout_secs': "
+                              f"{lim.timeout_secs!r}; use a number of seconds above 0")
+        if lim.max_retries is not None and not 0 <= lim.max_retries <= 10:
+            raise ConfigError(f"config.toml: invalid value for '{where}.max_retries': "
+                              f"{lim.max_retries!r}; use 0 to 10")
+        if lim.max_tokens is not None and lim.max_tokens < 0:
+            raise ConfigError(f"config.toml: invalid value for '{where}.max_tokens': "
+                              f"{lim.max_tokens!r}; use a positive number (0: the default)")
 
 
 PROVIDERS = ("anthropic", "openai", "ollama")

@@ -52,7 +52,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     role: str = "default"
     messages: list[ChatMessage]
     tools: list[ToolSpec] = msgspec.field(default_factory=list)
-    max_tokens: int = 4096
+    # At most this many tokens in the answer; 0: the role's configured limit
+    # (`models.max_tokens` / `[models.limits.<role>]`), which also caps a non-zero value.
+    max_tokens: int = 0
     # Set by the escalate tool: the answer goes back as this call's ToolResult, not to the planner.
     for_call: ToolRequest | None = None
     # Set by the planner when the turn asks for a live preview (its `preview_interval`): stream

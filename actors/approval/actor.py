@@ -88,7 +88,7 @@ class ApprovalActor(Actor):
             pending, revision = None, 0
         if pending is None:
             await self._tell(f"Approval {msg.approval_id} is unknown, already used or expired.",
-                             msg.id)
+                             msg.id, msg.reply_to)
             return
         if not owner:
             log.warning("approval %s answered by non-owner %s", msg.approval_id, msg.principal)
@@ -99,11 +99,12 @@ class ApprovalActor(Actor):
                              refs=_refs(pending.request, msg.approval_id))
             await self._tell(
                 f"Approval {msg.approval_id}: an answer from {msg.principal} was ignored; only "
-                "the owner can decide.", msg.id,
+                "the owner can decide.", msg.id, msg.reply_to,
             )
             return
         if pending.status != "pending" or pending.expires_at < time.time():
-            await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id)
+            await self._tell(f"Approval {msg.approval_id} has expired or was already used.", msg.id,
+                             msg.reply_to)
             return
         status: Resolution = "approved" if msg.approved else "denied"
         await self._resolve(pending, status, revision, msg.principal)
@@ -130,8 +131,9 @@ class ApprovalActor(Actor):
                          session=req.session, refs=_refs(req, pending.approval_id))
         await self.bus.kv_delete(self.bucket, pending.approval_id)
 
-    async def _tell(self, text: str, ref: str) -> None:
-        sink = Sink.parse(self.config.owner.sink)
+    async def _tell(self, text: str, ref: str, sink: Sink | None = None) -> None:
+        """Why a decision did not happen, to whoever decided (else the owner sink)."""
+        sink = sink or Sink.parse(self.config.owner.sink)
         await self.send(Notice(id=f"{ref}:notice", sink=sink, text=text, source="approval"))
 
     async def _expire_loop(self) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from actors.channel._telegram_format import TEXT_LIMIT, split_html
 from actors.channel._telegram_send import Part, retry_secs, with_retries
+from actors.channel.adapter import NO_REPLY, is_no_reply
 from contracts import LlmPreview, short_hash
 from contracts.records import TelegramPreview
 
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-NO_REPLY = "[NO_REPLY]"
 WRITING = " …"  # shown after the text while the answer is still being written
 #: Previews written closer together than this fraction of the interval (by their own
 #: timestamps) are dropped; the llm already spaces them by the interval.
@@ -72,7 +72,7 @@ class Previews:
         from telegram.error import BadRequest, RetryAfter, TelegramError
 
         text = msg.text.strip()
-        if not text or NO_REPLY.startswith(text) or text.startswith(NO_REPLY):
+        if NO_REPLY.startswith(text) or is_no_reply(text):
             return  # an answer that is going to be [NO_REPLY] is never shown
         now = time.monotonic()
         if self.paused.get(chat, 0.0) > now or time.time() - msg.ts > STALE_SECS:

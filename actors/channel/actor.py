@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import os
 import time
 from typing import Any
 
 from actors.base import Actor
-from actors.channel.adapter import Adapter
+from actors.channel.adapter import Adapter, is_no_reply
 from bus import Reject
 from contracts import (
     ApprovalPrompt,
@@ -53,6 +54,8 @@ class ChannelActor(Actor):
 
         self._told_full: dict[str, float] = {}  # chat -> when it was told the store is full
         self.rate = UserRateLimit(self.config.channels.user_rate_per_min)
+        # The `up` run we belong to: notices about an earlier run's processes are stale.
+        self.run = os.environ.get("WINTERMUTE_RUN", "")
         self.adapters: dict[str, Adapter] = {}
         for name, target in ADAPTERS.items():
             module, cls_name = target.split(":")
@@ -111,6 +114,9 @@ class ChannelActor(Actor):
                 await self._send(msg)
 
     async def _send(self, msg: Reply | ApprovalPrompt | Notice) -> None:
+        if isinstance(msg, Notice) and msg.run and self.run and msg.run != self.run:
+            log.info("notice %s is about an earlier run (%s); not sent", msg.id, msg.run)
+            return
         adapter = self.adapters.get(msg.sink.channel)
         if adapter is None:
             raise Reject(
@@ -122,7 +128,8 @@ class ChannelActor(Actor):
         if await self.bus.kv_get(self.subjects.kv_done, key) is not None:
             log.info("outbound %s already sent", msg.id)
             return
-        if isinstance(msg, Reply) and msg.text.strip() in ("", NO_REPLY):
+        if isinstance(msg, Reply) and is_no_reply(msg.text):
+            log.info("no_reply: reply %s of session %s suppressed", msg.id, msg.session)
             await adapter.suppressed(msg)
         else:
             await adapter.send(msg)

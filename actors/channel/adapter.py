@@ -6,6 +6,20 @@ from typing import Any
 
 from contracts import ApprovalPrompt, LlmPreview, Notice, Reply, Sink
 
+#: The agent's way of saying nothing (seed 000, "Silence").
+NO_REPLY = "[NO_REPLY]"
+
+
+def is_no_reply(text: str) -> bool:
+    """Whether a reply is to be suppressed: empty, or starting with [NO_REPLY].
+
+    Seed 000's rule: `[NO_REPLY]` alone *or a response starting with it* is not sent, so a
+    model that adds an explanation after the marker ("[NO_REPLY] nothing to add") stays
+    silent too. Every channel goes through this one test (ChannelActor._send and the
+    Telegram preview), so terminal, Telegram and Slack behave alike.
+    """
+    return text.strip().startswith(NO_REPLY) or not text.strip()
+
 
 class Adapter:
     """A platform: turns its updates into turns and sends outbound messages once."""

@@ -63,9 +63,10 @@ async def _decide(actor: Any, ctx: CommandContext, rest: str, approved: bool) ->
         return "Say which approval: /approve ID or /deny ID."
     decision = ApprovalDecision(
         id=f"{ctx.input_id}:decision", approval_id=rest.split()[0], approved=approved,
-        principal=ctx.principal, is_owner=ctx.is_owner,
+        principal=ctx.principal, is_owner=ctx.is_owner, reply_to=ctx.reply_to,
     )
     await actor.bus.send(decision)
+    # Only sent: the approval actor decides, and says so here if the decision did not happen.
     return f"Sent: {'approve' if approved else 'deny'} {decision.approval_id}."
 
 

@@ -23,7 +23,6 @@ from kit.redact import credential_guard
 log = logging.getLogger(__name__)
 
 
-
 class TerminalAdapter(Adapter):
     channel = "terminal"
 

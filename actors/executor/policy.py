@@ -46,7 +46,7 @@ class PolicyGate:
             if pattern.search(command):
                 return Decision(
                     "approve",
-                    f"The command matches the risky pattern {pattern.pattern!r}, "
+                    f"The command matches the risky pattern `{pattern.pattern}`, "
                     "so it needs the owner's approval.",
                 )
         if self.allowlist is not None and (reason := review(command, self.allowlist)):

@@ -29,7 +29,9 @@ NO_MODEL = (
     "No language model is configured, so I can't answer yet. Set [models] default = "
     '"openai/gpt-4o-mini" (or anthropic/…, ollama/…) in {home}/config.toml or '
     "WM__MODELS__DEFAULT, put the provider's key (e.g. OPENAI_API_KEY) in {home}/.env, "
-    "and restart `wintermute up`."
+    "and restart `wintermute up`. For a local OpenAI-compatible server (llama.cpp, vLLM, "
+    "LM Studio) set OPENAI_BASE_URL=http://127.0.0.1:8080/v1 in .env instead of a key, "
+    'with default = "openai/<the model name it serves>"; for Ollama set OLLAMA_HOST.'
 )
 
 #: Preview cadence for a request that asks for a preview without saying how often.
@@ -130,11 +132,12 @@ class LlmActor(Actor):
             log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
                      stop.kind)
             return LlmResponse(**base, error=stop.message, budget=stop.kind), False
-        from actors.llm.providers import ProviderError, complete
+        from actors.llm.providers import ProviderError, complete, default_max_tokens
 
         failures: list[str] = []
         transient = True
         on_text = self._previewer(req)
+        limits = self.config.models.limits_for(req.role)
         for spec in chain:
             provider = spec.partition("/")[0]
             allowed, moved = self.breakers.allow(provider)
@@ -144,11 +147,13 @@ class LlmActor(Actor):
                 failures.append(f"{spec}: skipped, the {provider} provider kept failing "
                                 f"(circuit open until {when}).")
                 continue
+            # The request may ask for less than the role's limit, never for more.
+            cap = limits.max_tokens or default_max_tokens(spec)
             try:
                 self.calls += 1
                 done = await complete(
-                    spec, req.messages, req.tools, max_tokens=req.max_tokens,
-                    timeout=self.config.models.timeout_secs, on_text=on_text,
+                    spec, req.messages, req.tools, max_tokens=min(req.max_tokens or cap, cap),
+                    timeout=limits.timeout_secs, on_text=on_text, retries=limits.max_retries,
                 )
             except ProviderError as exc:
                 log.warning("model %s failed: %s", spec, exc.message)

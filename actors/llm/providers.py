@@ -28,8 +28,16 @@ DEFAULT_MODELS = {
     "ollama": "ollama/llama3.2",
 }
 
-#: Retries the anthropic and openai SDKs make themselves (with backoff) before we see an error.
-SDK_MAX_RETRIES = 2
+#: The SDKs never retry on their own: `complete` does, and logs each retry with its reason.
+SDK_MAX_RETRIES = 0
+
+#: Further attempts after a retryable failure unless the caller says otherwise.
+DEFAULT_RETRIES = 2
+
+#: Longest answer when the config leaves it to us: hosted APIs, and local servers, which
+#: write far more slowly (a rambling small model must finish within the timeout).
+DEFAULT_MAX_TOKENS = 4096
+LOCAL_MAX_TOKENS = 1024
 
 #: Key sent to a local server that needs none (the SDKs refuse to run without one).
 PLACEHOLDER_KEY = "not-needed"
@@ -46,10 +54,13 @@ _clients: dict[str, tuple[asyncio.AbstractEventLoop, Any]] = {}
 class ProviderError(Exception):
     """A model call failed; `message` says what happened and what to do."""
 
-    def __init__(self, message: str, *, retryable: bool) -> None:
+    def __init__(self, message: str, *, retryable: bool, timed_out: bool = False,
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.retryable = retryable
+        self.timed_out = timed_out  # not retried: a slow model would most likely be slow again
+        self.retry_after = retry_after  # what the server asked for (HTTP Retry-After), if anything
 
 
 class Completion(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,20 +107,50 @@ def split_spec(spec: str) -> tuple[str, str]:
     return provider, model
 
 
+def is_local(provider: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `provider` is a server of your own (slow to write) rather than a hosted API."""
+    if provider == "ollama":
+        return "ollama.com" not in environ.get("OLLAMA_HOST", "")
+    var, host = {"openai": ("OPENAI_BASE_URL", "api.openai.com"),
+                 "anthropic": ("ANTHROPIC_BASE_URL", "api.anthropic.com")}[provider]
+    return host not in environ.get(var, host)
+
+
+def default_max_tokens(spec: str) -> int:
+    """The answer limit for `spec` when the config sets none (max_tokens = 0)."""
+    provider = spec.partition("/")[0]
+    local = provider in PROVIDERS and is_local(provider)
+    return LOCAL_MAX_TOKENS if local else DEFAULT_MAX_TOKENS
+
+
 async def complete(
     spec: str,
     messages: list[ChatMessage],
     tools: list[ToolSpec],
     *,
-    max_tokens: int = 4096,
+    max_tokens: int = 0,
     timeout: float = 120.0,  # noqa: ASYNC109 - passed to the SDKs, which enforce it per request
     on_text: OnText | None = None,
+    retries: int = DEFAULT_RETRIES,
 ) -> Completion:
     """Ask the model named by `spec` ("provider/model") for the next message.
 
     With `on_text` the answer is streamed (for a chat's live preview) and `on_text` sees the
     text so far as it grows; the returned Completion is the same as without streaming.
+    `max_tokens` 0 is `default_max_tokens(spec)`; a retryable failure (429, 5xx, connection)
+    is tried again up to `retries` times, each retry logged with its reason (`_retry.py`).
     """
+    from actors.llm._call_retry import with_retries
+
+    limit = max_tokens or default_max_tokens(spec)
+    return await with_retries(spec, retries, lambda: _complete_once(
+        spec, messages, tools, limit, timeout, on_text))
+
+
+async def _complete_once(spec: str, messages: list[ChatMessage], tools: list[ToolSpec],
+                         max_tokens: int, timeout: float,  # noqa: ASYNC109 - per request
+                         on_text: OnText | None) -> Completion:
+    """One attempt; every failure is a ProviderError."""
     provider, model = split_spec(spec)
     call = {"anthropic": _anthropic, "openai": _openai, "ollama": _ollama}[provider]
     try:
@@ -254,6 +295,17 @@ def _api_message(exc: BaseException) -> str:
     return str(getattr(exc, "error", "") or getattr(exc, "message", "") or exc)
 
 
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds from an HTTP error's Retry-After header, if it has a number there."""
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):  # OpenAI sends ms
+        try:
+            return float(str(headers.get(name))) * scale
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
 def _sentence(text: str) -> str:
     """`text` without trailing periods, so it can sit inside a sentence."""
     return text.strip().rstrip(".") or "no details"
@@ -298,15 +350,18 @@ def _map_error(provider: str, model: str, timeout: float, exc: Exception) -> Pro
         if status == 404:
             return ProviderError(f"{head} Check the model name in the config and {url_var}.", retryable=False)
         if status == 429:
-            return ProviderError(f"{head} The provider is rate limiting; wait and try again.", retryable=True)
+            return ProviderError(f"{head} The provider is rate limiting; wait and try again.",
+                                 retryable=True, retry_after=_retry_after(exc))
         if status in (408, 409) or status >= 500:
-            return ProviderError(f"{head} This is usually temporary; try again.", retryable=True)
+            return ProviderError(f"{head} This is usually temporary; try again.", retryable=True,
+                                 retry_after=_retry_after(exc))
         return ProviderError(f"{head} The request was refused; check the model and its options.", retryable=False)
     if _is_timeout(exc):
         return ProviderError(
             f"The {provider} provider did not answer within {timeout:g} s (model '{model}'). "
-            "Try again, raise the timeout or pick a faster model.",
-            retryable=True,
+            "Try again, raise models.timeout_secs (or lower models.max_tokens) or pick a "
+            "faster model.",
+            retryable=True, timed_out=True,
         )
     if _is_connection_error(exc):
         return ProviderError(

@@ -12,7 +12,9 @@ from bus import Bus, Delivery, PayloadTooLarge, PublishError, StoreFull, codec
 from contracts import Delivered, TerminalInput
 from contracts.config import Settings
 from kit.redact import credential_guard
+from supervisor.cli import progress
 from supervisor.cli.client import connect
+from supervisor.cli.watch import until_stopped
 
 _delivered = codec.decoder_for(Delivered)
 
@@ -74,27 +76,35 @@ def unsent_reason(exc: PublishError) -> str:
     return f"{exc}. Check `wintermute status`, then send it again."
 
 
-async def chat_once(settings: Settings, text: str, chat: str, timeout: float) -> int:
+async def chat_once(settings: Settings, text: str, chat: str, timeout: float) -> int:  # noqa: ASYNC109
+    """Send one message, print the reply; progress and "still thinking…" go to stderr."""
     bus = await connect(settings, "chat")
+    tasks: list[asyncio.Task[object]] = []
     try:
         client = ChatClient(bus, chat)
         await client.start()
+        tasks.append(asyncio.create_task(progress.startup(bus, _to_stderr)))
         sent = await client.try_send(text)
         if sent is None:
             return 1
         input_id = sent
         turn_id = f"terminal:{input_id}"
+        thinking = progress.Thinking()
+        thinking.sent(input_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         while True:
             remaining = deadline - loop.time()
             if remaining <= 0:
-                print(f"No reply within {timeout:.0f}s. Check `wintermute status` and "
-                      "logs/ under WINTERMUTE_HOME.", file=sys.stderr)
+                print(f"No reply within {timeout:.0f}s: {await progress.why_no_reply(bus)}. "
+                      "Check `wintermute status` and logs/ under WINTERMUTE_HOME.",
+                      file=sys.stderr)
                 return 1
             try:
-                d = await asyncio.wait_for(client.inbox.get(), remaining)
+                d = await asyncio.wait_for(client.inbox.get(), min(remaining, 1.0))
             except TimeoutError:
+                for line in thinking.due():
+                    _to_stderr(line)
                 continue
             if d.kind == "approval":
                 print(_approval_text(d), flush=True)
@@ -108,7 +118,19 @@ async def chat_once(settings: Settings, text: str, chat: str, timeout: float) ->
             elif d.kind in ("reply", "notice"):
                 print(f"[{d.kind}] {d.text}", file=sys.stderr)
     finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
         await bus.close()
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _between_prompts(line: str) -> None:
+    """A line from the agent's side, printed over the prompt, which is then shown again."""
+    print(f"\r{line}\n> ", end="", flush=True)
 
 
 async def _stdin_lines() -> asyncio.StreamReader:
@@ -120,29 +142,54 @@ async def _stdin_lines() -> asyncio.StreamReader:
 
 
 async def chat_repl(settings: Settings, chat: str, bus: Bus | None = None) -> int:
-    """Interactive chat until end of input; approval prompts are answered with y/n."""
+    """Interactive chat until end of input (or until `up` stops); approvals answered with y/n.
+
+    `bus` is given by `up --chat` (the supervisor's own connection); a standalone `chat`
+    connects itself and leaves with one line when the instance it talks to stops.
+    """
     own_bus = bus is None
     bus = bus or await connect(settings, "chat")
     client = ChatClient(bus, chat)
     await client.start()
     pending: list[str] = []
+    thinking = progress.Thinking()
 
     async def printer() -> None:
         while True:
             d = await client.inbox.get()
+            thinking.answered(d.ref)
             if d.kind == "approval":
                 pending.append(d.ref)
                 print(f"\n{_approval_text(d)}\n  approve? [y/n] ", end="", flush=True)
             elif d.text:
                 print(f"\n{d.text}\n> ", end="", flush=True)
 
-    task = asyncio.create_task(printer())
+    async def ticker() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for line in thinking.due():
+                _between_prompts(line)
+
+    tasks: list[asyncio.Task[object]] = [
+        asyncio.create_task(printer()), asyncio.create_task(ticker()),
+        asyncio.create_task(progress.startup(bus, _between_prompts)),
+    ]
+    stopped: asyncio.Task[str] | None = None
+    if own_bus:
+        stopped = asyncio.create_task(until_stopped(settings, bus, "chat"))
     print("Talking to Wintermute as the owner. /help for commands, Ctrl-D to leave.")
     lines = await _stdin_lines()
     try:
         while True:
             print("> ", end="", flush=True)
-            line = (await lines.readline()).decode(errors="replace")
+            reading = asyncio.ensure_future(lines.readline())
+            await asyncio.wait([reading, *([stopped] if stopped else [])],
+                               return_when=asyncio.FIRST_COMPLETED)
+            if stopped is not None and stopped.done():
+                reading.cancel()
+                print(f"\n{stopped.result()}", file=sys.stderr, flush=True)
+                return 1
+            line = reading.result().decode(errors="replace")
             if not line:
                 return 0
             text = line.strip()
@@ -151,13 +198,13 @@ async def chat_repl(settings: Settings, chat: str, bus: Bus | None = None) -> in
             if pending and text.lower() in ("y", "yes", "n", "no"):
                 verb = "/approve" if text.lower().startswith("y") else "/deny"
                 text = f"{verb} {pending.pop(0)}"
-            await client.try_send(text)
+            sent = await client.try_send(text)
+            if sent is not None:
+                thinking.sent(sent)
     finally:
-        task.cancel()
+        everything = [*tasks, *([stopped] if stopped else [])]
+        for task in everything:
+            task.cancel()
+        await asyncio.gather(*everything, return_exceptions=True)
         if own_bus:
             await bus.close()
-
-
-async def send_command(settings: Settings, text: str, chat: str) -> int:
-    """approve/deny from the command line: a terminal message, validated by the channel."""
-    return await chat_once(settings, text, chat, timeout=30)

@@ -102,20 +102,20 @@ def chat(once: str | None, chat: str, timeout: float) -> None:
 @click.argument("approval_id")
 @click.option("--chat", default="owner", show_default=True)
 def approve(approval_id: str, chat: str) -> None:
-    """Approve a pending action by its 8-character id."""
-    from supervisor.cli.chat import send_command
+    """Approve a pending action by its 8-character id; exit 1 if that did not happen."""
+    from supervisor.cli.approve import decide
 
-    sys.exit(asyncio.run(send_command(_settings(), f"/approve {approval_id}", chat)))
+    sys.exit(asyncio.run(decide(_settings(), approval_id, True, chat)))
 
 
 @main.command()
 @click.argument("approval_id")
 @click.option("--chat", default="owner", show_default=True)
 def deny(approval_id: str, chat: str) -> None:
-    """Deny a pending action by its 8-character id."""
-    from supervisor.cli.chat import send_command
+    """Deny a pending action by its 8-character id; exit 1 if that did not happen."""
+    from supervisor.cli.approve import decide
 
-    sys.exit(asyncio.run(send_command(_settings(), f"/deny {approval_id}", chat)))
+    sys.exit(asyncio.run(decide(_settings(), approval_id, False, chat)))
 
 
 @main.command()
@@ -127,7 +127,7 @@ def tap(filter: str, as_json: bool) -> None:
     from supervisor.cli.tap import tap as run_tap
 
     try:
-        asyncio.run(run_tap(_settings(), filter, as_json))
+        sys.exit(asyncio.run(run_tap(_settings(), filter, as_json)))
     except KeyboardInterrupt:
         pass
 

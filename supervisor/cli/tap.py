@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
 from bus import Delivery
 from contracts.config import Settings
 from supervisor.cli.client import connect
+from supervisor.cli.watch import until_stopped
 
 _peek = msgspec.json.Decoder(dict[str, Any])
 
@@ -45,17 +45,50 @@ def format_line(subject: str, data: bytes) -> str:
     return f"{when} {kind:18} {subject} session={session} {summarize(payload)}"
 
 
+class BadFilter(ValueError):
+    """A FILTER that is neither a subject, a session id nor a type prefix; says why."""
+
+
+class Filter(NamedTuple):
+    subject: str
+    type_prefix: str = ""
+    session: str = ""
+
+
+def parse_filter(filt: str, prefix: str) -> Filter:
+    """A FILTER: a subject (`wm.evt.>`, `>`), a session id (`terminal:owner`) or a type (`tool.`).
+
+    A subject starts with the bus prefix (or is `>`); a session id has a `:` (subjects carry
+    it transformed, payloads as written); anything else is a prefix of the payload's `type`
+    (`tool.`, `llm.response`, `turn`), which may contain dots.
+    """
+    if not filt:
+        return Filter(f"{prefix}.>")
+    if filt != ">" and not filt.startswith(f"{prefix}."):
+        if any(c.isspace() for c in filt) or "*" in filt or ">" in filt:
+            raise BadFilter(f"'{filt}' is neither a subject (it would start with '{prefix}.'), "
+                            "a session id such as 'terminal:owner', nor a message type prefix "
+                            "such as 'tool.' or 'llm.response'.")
+        if ":" in filt:
+            return Filter(f"{prefix}.>", session=filt)
+        return Filter(f"{prefix}.>", type_prefix=filt)
+    tokens = filt.split(".")
+    bad = [t for t in tokens if not t or any(c.isspace() for c in t)]
+    if bad or (">" in tokens[:-1]) or any(len(t) > 1 and ("*" in t or ">" in t) for t in tokens):
+        raise BadFilter(f"'{filt}' is not a valid NATS subject: tokens are separated by single "
+                        "dots, `*` matches one token and `>` the rest (e.g. 'wm.evt.>').")
+    return Filter(filt)
+
+
 async def tap(settings: Settings, filt: str, as_json: bool) -> int:
+    """Print bus events until Ctrl-C or until the instance stops (then exit 0)."""
+    prefix = settings.config.nats.prefix
+    try:
+        subject, type_filter, session = parse_filter(filt, prefix)
+    except BadFilter as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     bus = await connect(settings, "tap")
-    subject = bus.subjects.all()
-    type_filter = session = ""
-    if filt:
-        if "." in filt or filt in (">", "*"):
-            subject = filt
-        elif ":" in filt:  # a session id as users write it; subjects carry it transformed
-            session = filt
-        else:
-            type_filter = filt
 
     async def on_msg(msg: Delivery) -> None:
         if msg.subject.startswith("_INBOX") or msg.subject.startswith("$JS"):
@@ -81,7 +114,7 @@ async def tap(settings: Settings, filt: str, as_json: bool) -> int:
     print(f"tapping {subject}{shown} (Ctrl-C stops)",
           file=sys.stderr, flush=True)
     try:
-        await asyncio.Event().wait()  # until Ctrl-C
+        print(await until_stopped(settings, bus, "tap"), file=sys.stderr, flush=True)
+        return 0
     finally:
         await bus.close()
-    return 0  # not reached: Ctrl-C cancels the wait above

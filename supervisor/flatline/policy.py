@@ -141,7 +141,8 @@ class Flatline:
         ref = f"flatline:quarantine:{tool}:{outcome.id}"
         undo = f"wintermute tools release {tool} (or /tools release {tool})"
         await self.announce.intervene(
-            "quarantine", tool, f"Quarantined the tool {tool}.", f"It {verdict.reason}.",
+            "quarantine", tool, f"Quarantined the tool {tool}.",
+            f"{verdict.reason[:1].upper()}{verdict.reason[1:]}.",
             ref=ref, evidence={"rule": verdict.rule, **verdict.evidence}, undo=undo,
             notify=(f"I quarantined the tool {tool}: {verdict.reason}. Calls to it are refused "
                     f"and the agent is told why. Lift it with `wintermute tools release {tool}` "

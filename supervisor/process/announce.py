@@ -20,14 +20,17 @@ log = logging.getLogger(__name__)
 
 LOG_KEY = "flatline.log"
 KEPT = 20
+#: Interventions about this run's processes: their notices mean nothing to a later run.
+RUN_SCOPED = frozenset({"hung", "restart", "failed", "recovered", "nats_restart", "health"})
 
 
 class Announcer:
     """Publishes interventions and owner notices; keeps the latest few for `status`."""
 
-    def __init__(self, settings: Settings, bus: Bus) -> None:
+    def __init__(self, settings: Settings, bus: Bus, run: str = "") -> None:
         self.settings = settings
         self.bus = bus
+        self.run = run  # this `up`'s run id, stamped on notices about its processes
         self.recent: deque[InterventionNote] = deque(maxlen=KEPT)
         self._pending: set[asyncio.Task[Any]] = set()
 
@@ -57,10 +60,14 @@ class Announcer:
     def sink(self) -> Sink:
         return Sink.parse(self.settings.config.owner.sink)
 
-    async def notify(self, text: str, ref: str, sink: Sink | None = None) -> None:
-        """A notice to `sink` (the owner's by default); `ref` makes it idempotent."""
+    async def notify(self, text: str, ref: str, sink: Sink | None = None, *,
+                     run_scoped: bool = False) -> None:
+        """A notice to `sink` (the owner's by default); `ref` makes it idempotent.
+
+        `run_scoped`: the notice is about this run's processes (stamped with the run id)."""
         sink = sink or self.sink
-        notice = Notice(id=f"{ref}:notice", sink=sink, text=text, source="flatline")
+        notice = Notice(id=f"{ref}:notice", sink=sink, text=text, source="flatline",
+                        run=self.run if run_scoped else "")
         try:
             await self.bus.send(notice)
         except Exception as exc:  # noqa: BLE001 - the record below still happens
@@ -82,7 +89,7 @@ class Announcer:
         except Exception:  # noqa: BLE001 - NATS may be restarting
             pass
         if notify:
-            await self.notify(notify, iv.id)
+            await self.notify(notify, iv.id, run_scoped=iv.kind in RUN_SCOPED)
 
     async def intervene(self, kind: str, target: str, action: str, reason: str, *,
                         ref: str = "", evidence: dict[str, Any] | None = None,

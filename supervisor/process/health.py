@@ -20,6 +20,14 @@ log = logging.getLogger(__name__)
 
 
 
+def load_per_core() -> float:
+    """The 1-minute load average per CPU core (1.0 where the OS does not say)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return 1.0
+
+
 class HealthView:
     """The latest health record of each actor, and whether it is alive."""
 
@@ -28,7 +36,8 @@ class HealthView:
         self.cfg = cfg
         self.names = names
         self.health: dict[str, Health] = {}
-        # While NATS is away nobody can report; ages count from when it came back.
+        # While NATS is away nobody can report; ages count from when it came back. The same
+        # when this supervisor itself was starved of CPU: nobody else ran either.
         self.bus_back_at = time.time()
         self.bus_down = False
         self.store_full = False  # nobody can write health to a full store: judge nobody
@@ -38,9 +47,29 @@ class HealthView:
         if self.store_full and not full:
             self.bus_back_at = time.time()
         self.store_full = full
+        self.load = load_per_core  # replaceable in tests
+        self.stretch = 1.0  # how much slower than normal the machine is now (>= 1)
+        self._last_round = 0.0
+
+    @property
+    def busy(self) -> bool:
+        """The machine is overloaded: more runnable work than cores."""
+        return self.stretch > 1.0
+
+    def _measure(self, now: float) -> None:
+        """Stretch the limits on a busy machine; restart the clocks if we were starved."""
+        self.stretch = min(max(self.load(), 1.0), max(self.cfg.max_load_stretch, 1.0))
+        late = now - self._last_round - self.cfg.health_interval_secs
+        if self._last_round and late > self.cfg.stale_after_secs / 2:
+            log.warning("this health round came %.0fs late (load %.1f per core): actors were "
+                        "as starved as the supervisor, so their ages count from now", late,
+                        self.load())
+            self.bus_back_at = now
+        self._last_round = now
 
     async def refresh(self) -> bool:
         """Read every actor's record; False (and nothing judged) when NATS is unreachable."""
+        self._measure(time.time())
         bucket = self.bus.subjects.kv_health
         fresh: dict[str, Health] = {}
         try:
@@ -63,8 +92,8 @@ class HealthView:
         self.bus_back_at = time.time()
 
     def stale_reason(self, h: Health, now: float) -> str:
-        """Why this record shows a stuck actor, or ""."""
-        return stale_reason(h, now, self.cfg.stale_after_secs, self.bus_back_at)
+        """Why this record shows a stuck actor, or "" (limits stretched on a busy machine)."""
+        return stale_reason(h, now, self.cfg.stale_after_secs * self.stretch, self.bus_back_at)
 
     def hung_reason(self, name: str, pid: int | None, started: float, now: float) -> str:
         """Why the process `pid` of `name` counts as hung, or "" (also "" while NATS is away)."""
@@ -72,8 +101,10 @@ class HealthView:
             return ""
         h = self.health.get(name)
         if h is None or h.pid != pid:
+            # Not one report yet: only a start deadline (stretched when the machine is busy)
+            # makes it hung; a slow start on a loaded machine is slow, not dead.
             silent = now - max(started, self.bus_back_at)
-            if silent > self.cfg.startup_grace_secs:
+            if silent > self.cfg.startup_grace_secs * self.stretch:
                 return f"it reported no health in the {silent:.0f}s since it started"
             return ""
         return self.stale_reason(h, now)
@@ -93,16 +124,34 @@ class HealthWatch:
         self.view = view
         self.announce = announce
         self.cfg = cfg
+        self._excused = False  # said once that mass "hangs" are the machine being slow
+
+    def judge(self, actors: Mapping[str, Any], now: float) -> dict[str, str]:
+        """The running processes that count as hung now, with why.
+
+        When most actors look hung at once on a busy machine, that is the machine, not them:
+        killing them would only add eight start-ups to the load (the storm of issue 17), so
+        none is judged hung until the load falls or they report again.
+        """
+        running = {n: st for n, st in actors.items() if st.pid is not None and not st.kill_reason}
+        hung = {n: r for n, st in running.items()
+                if (r := self.view.hung_reason(n, st.pid, st.started, now))}
+        if len(hung) > 1 and len(hung) * 2 > len(running) and self.view.busy:
+            if not self._excused:
+                log.warning("%d of %d actors look hung on a busy machine (load %.1f per core); "
+                            "that is the machine being slow, so none is killed: %s", len(hung),
+                            len(running), self.view.stretch, "; ".join(
+                                f"{n}: {r}" for n, r in sorted(hung.items())))
+            self._excused = True
+            return {}
+        self._excused = False
+        return hung
 
     async def kill_hung(self, actors: Mapping[str, Any]) -> None:
         """SIGKILL each process whose health is stale; its keeper restarts it."""
         now = time.time()
-        for name, st in actors.items():
-            if st.kill_reason or st.pid is None:
-                continue  # already being killed, or not running
-            reason = self.view.hung_reason(name, st.pid, st.started, now)
-            if not reason:
-                continue
+        for name, reason in self.judge(actors, now).items():
+            st = actors[name]
             pid = st.pid
             st.kill_reason = f"hung: {reason}"
             log.warning("%s is hung (%s); killing pid %s", name, reason, pid)
@@ -121,7 +170,8 @@ class HealthWatch:
         now = time.time()
         for name, st in actors.items():
             healthy = self.view.is_healthy(name, None, now)
-            if st.healthy is None and not healthy and now - since < self.cfg.startup_grace_secs:
+            grace = self.cfg.startup_grace_secs * self.view.stretch
+            if st.healthy is None and not healthy and now - since < grace:
                 continue  # just started watching: give actors their start-up time
             if healthy == st.healthy or (st.healthy is None and healthy):
                 st.healthy = healthy

@@ -105,18 +105,23 @@ class EmbeddedNats:
         logfile = open_private(self.log_path, "ab") if self.log_path else None
         loop = asyncio.get_running_loop()
         cap = loop.time() + START_CAP
+        last = b""  # its last words, the cause when it fails to start
         try:
             while True:
                 remaining = min(timeout, cap - loop.time())
                 if remaining <= 0:
-                    raise TimeoutError(f"nats-server did not start listening in {START_CAP:.0f}s")
+                    raise TimeoutError(f"nats-server did not start listening in {START_CAP:.0f}s"
+                                       f"{_said(last)}")
                 try:
                     line = await asyncio.wait_for(self.proc.stdout.readline(), remaining)
                 except TimeoutError:
                     raise TimeoutError(
-                        f"nats-server said nothing for {remaining:.0f}s while starting") from None
+                        f"nats-server said nothing for {remaining:.0f}s while starting"
+                        f"{_said(last)}") from None
                 if not line:
-                    raise RuntimeError(f"nats-server exited early (code {await self.proc.wait()})")
+                    raise RuntimeError(f"nats-server exited early (code {await self.proc.wait()})"
+                                       f"{_said(last)}")
+                last = line
                 _log(logfile, line)
                 match = _LISTEN.search(line)
                 if match:
@@ -248,6 +253,13 @@ def _log(logfile: IO[Any] | None, line: bytes) -> None:
     with contextlib.suppress(OSError):
         logfile.write(line)
         logfile.flush()
+
+
+def _said(line: bytes) -> str:
+    """": <the server's last log line>" (without its timestamp), or "" when it said nothing."""
+    text = line.decode("utf-8", "replace").strip()
+    text = re.sub(r"^\[\d+\] [\d/]+ [\d:.]+ \[\w+\] ", "", text)  # "[pid] date time [ERR] "
+    return f": {text}" if text else ""
 
 
 def exit_sentence(reason: str) -> str:

@@ -27,11 +27,16 @@ KEEP_SECRETS = {
 }
 
 
+#: The variable naming the `up` run an actor belongs to (see contracts.Notice.run).
+RUN_VAR = "WINTERMUTE_RUN"
+
+
 def actor_env(
-    name: str, nats_url: str, home: str, login: dict[str, str] | None = None
+    name: str, nats_url: str, home: str, login: dict[str, str] | None = None, run: str = "",
 ) -> dict[str, str]:
-    """The environment of one actor: secrets only where that actor needs them, and its NATS
-    login when `login` (`Bus.connect` arguments: user, seed file, API prefix...) is given."""
+    """The environment of one actor: secrets only where that actor needs them, its NATS
+    login when `login` (`Bus.connect` arguments: user, seed file, API prefix...) is given,
+    and the run id."""
     keep = KEEP_SECRETS.get(name, ())
     env = {
         k: v for k, v in os.environ.items()
@@ -49,6 +54,8 @@ def actor_env(
             if login.get(key):
                 env[var] = login[key]
     env["WINTERMUTE_HOME"] = home
+    if run:
+        env[RUN_VAR] = run
     env["PYTHONUNBUFFERED"] = "1"
     return env
 

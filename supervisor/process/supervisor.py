@@ -11,6 +11,7 @@ import contextlib
 import logging
 import signal
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,8 @@ class Supervisor:
             log.warning("supervisor.restart_policy names unknown actors: %s", sorted(unknown))
         self.actors = {n: ActorState(n, self._policy(n)) for n in names}
         self.view = HealthView(bus, self.cfg, names)
-        self.announce = Announcer(settings, bus)
+        self.run_id = uuid.uuid4().hex[:12]  # this run; notices about its processes carry it
+        self.announce = Announcer(settings, bus, self.run_id)
         self.flatline = Flatline(settings, bus, self.announce)
         self.watch = HealthWatch(self.view, self.announce, self.cfg)
         self.dead_letters = 0
@@ -191,7 +193,8 @@ class Supervisor:
             return await asyncio.create_subprocess_exec(
                 *actor_command(name), stdin=asyncio.subprocess.DEVNULL, stdout=out, stderr=out,
                 env=actor_env(name, self.nats_url, str(self.settings.home),
-                              self.logins[name] if self.logins else None),
+                              self.logins[name] if self.logins else None,
+                              run=self.run_id),
                 preexec_fn=pdeathsig, start_new_session=True,
             )
         finally:

@@ -80,7 +80,13 @@ async def run_up(
         store = home / "data" / "jetstream"
         server = EmbeddedNats(store, nats_port or cfg.port, home / "logs" / "nats-server.log",
                               config=auth.config, max_file_store=measure(store).limit)
-        url = await server.start()
+        try:
+            url = await server.start()
+        except (OSError, RuntimeError, TimeoutError) as exc:
+            print(f"Could not start the embedded nats-server: {exc}. Its log is "
+                  f"{home / 'logs' / 'nats-server.log'}; with --nats-port, pick a free port.",
+                  file=sys.stderr, flush=True)
+            return 1
     bus = Bus(url, cfg.prefix, name="wintermute-supervisor")
     sup: Supervisor | None = None
     try:

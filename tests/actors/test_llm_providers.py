@@ -88,14 +88,14 @@ async def test_plain_answer_with_usage(served: tuple[str, FakeLLM]) -> None:
     if kind == "anthropic":
         assert body["system"] == "be brief"
         assert body["messages"] == [{"role": "user", "content": "hello there"}]
-        assert body["max_tokens"] == 4096
+        assert body["max_tokens"] == providers.LOCAL_MAX_TOKENS  # a local server: 1024
     else:
         assert body["messages"][0] == {"role": "system", "content": "be brief"}
         assert body["messages"][1] == {"role": "user", "content": "hello there"}
     if kind == "ollama":
-        assert body["stream"] is False and body["options"]["num_predict"] == 4096
+        assert body["stream"] is False and body["options"]["num_predict"] == 1024
     if kind == "openai":
-        assert body["max_tokens"] == 4096  # a local server (OPENAI_BASE_URL) gets max_tokens
+        assert body["max_tokens"] == 1024  # a local server (OPENAI_BASE_URL) gets max_tokens
 
 
 async def test_tool_call_then_tool_result_round_trip(served: tuple[str, FakeLLM]) -> None:
@@ -200,9 +200,8 @@ async def test_http_errors_map_to_provider_error(served: tuple[str, FakeLLM], st
     assert err.retryable is retryable
     assert f"The {kind} provider answered HTTP {status}" in err.message
     assert "Scripted failure" in err.message
-    # the anthropic and openai SDKs retry 429/5xx themselves; ollama's does not retry
-    expected_calls = 1 + providers.SDK_MAX_RETRIES if retryable and kind != "ollama" else 1
-    assert fake.calls == expected_calls
+    # we retry 429/5xx ourselves (the SDKs do not), the same for every provider
+    assert fake.calls == (1 + providers.DEFAULT_RETRIES if retryable else 1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -227,11 +226,11 @@ async def test_wrong_key_is_401_not_retryable(kind: str, monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize("kind", KINDS)
 async def test_connection_refused_is_retryable_and_readable(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(providers, "SDK_MAX_RETRIES", 0)
     port = _closed_port()
     monkeypatch.setenv(URL_VAR[kind], f"http://127.0.0.1:{port}" + ("/v1" if kind == "openai" else ""))
     with pytest.raises(ProviderError) as info:
-        await complete(f"{kind}/fake-model", [ChatMessage(role="user", content="hi")], [])
+        await complete(f"{kind}/fake-model", [ChatMessage(role="user", content="hi")], [],
+                       retries=0)
     msg = info.value.message
     assert info.value.retryable is True
     assert msg.startswith(f"The {kind} provider could not be reached at http://127.0.0.1:{port}")
@@ -240,11 +239,11 @@ async def test_connection_refused_is_retryable_and_readable(kind: str, monkeypat
 
 
 async def test_slow_answer_times_out(served: tuple[str, FakeLLM], monkeypatch: pytest.MonkeyPatch) -> None:
-    kind, _ = served
-    monkeypatch.setattr(providers, "SDK_MAX_RETRIES", 0)
+    kind, fake = served
     with pytest.raises(ProviderError) as info:
         await complete(f"{kind}/fake-model", [ChatMessage(role="user", content="slow:2")], [], timeout=0.3)
-    assert info.value.retryable is True
+    assert info.value.retryable is True and info.value.timed_out
+    assert fake.calls == 1  # a timeout is not retried: the user already waited that long
     assert f"The {kind} provider did not answer within 0.3 s" in info.value.message
 
 

@@ -30,7 +30,7 @@ def gate() -> PolicyGate:
 def test_risky_commands_need_approval(gate: PolicyGate, command: str, pattern: str) -> None:
     decision = gate.decide("execute_command", {"command": command}, is_owner=True)
     assert decision.verdict == "approve"
-    assert repr(pattern) in decision.reason
+    assert f"`{pattern}`" in decision.reason  # as written in config.toml, not repr-escaped
 
 
 @pytest.mark.parametrize(

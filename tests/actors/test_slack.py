@@ -228,7 +228,7 @@ async def test_credential_guard_and_slash_commands(
 async def test_slack_retries_and_duplicate_events_cause_no_duplicate_work(
     slack: FakeSlack, model: FakeLLM, settings: Callable[..., Settings], bus: Bus
 ) -> None:
-    quiet = Reply(id="r-quiet", session="s", turn_id="t", text="[NO_REPLY]",
+    quiet = Reply(id="r-quiet", session="s", turn_id="t", text="[NO_REPLY] not for me",
                   sink=Sink(channel="slack", chat="D0ALICE"))
     async with actors(settings(), *ALL):
         await slack.wait_connected()

@@ -260,7 +260,7 @@ async def test_long_reply_is_split_within_the_limit_without_losing_text(
     assert len(text) > 3 * 4096
     async with actors(tg_settings(settings_for, tg), "channel"):
         await publish(bus, Reply(id="r-silent", session="s", turn_id="t0", sink=sink(),
-                                 text="[NO_REPLY]"))
+                                 text="[NO_REPLY] (nothing to add)"))
         await publish(bus, Reply(id="r-long", session="s", turn_id="t1", sink=sink(), text=text))
         await publish(bus, Notice(id="n-1", sink=sink(), text="a <b>literal</b> & notice"))
         n = len(split_html(text)) + 1

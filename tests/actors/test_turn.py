@@ -51,6 +51,7 @@ async def test_no_model_configured_answers_with_setup_sentence(settings_for: Set
     async with actors(settings, *ALL), chat(settings) as c:
         reply = await c.ask("hi")
     assert "No language model is configured" in reply and "config.toml" in reply
+    assert "OPENAI_BASE_URL" in reply and "llama.cpp" in reply  # the commonest local setup
 
 
 async def test_unreachable_model_degrades_and_fallback_answers(

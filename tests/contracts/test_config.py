@@ -51,6 +51,13 @@ def test_environment_overrides_file_and_parses_json_literals(tmp_path: Path) -> 
         ("agent.toml", "[[scheduled_tasks]]\nname='a'\ncron='every day'\n", {},
          "'scheduled_tasks[0].cron'"),
         ("config.toml", "not toml ===", {}, "not valid TOML"),
+        ("config.toml", "[models.limits.default]\nmax_retries = 99\n", {},
+         "'models.limits.default.max_retries'"),
+        ("config.toml", "[models.limits.oracle]\ntimeout_secs = 0\n", {},
+         "'models.limits.oracle.timeout_secs'"),
+        ("config.toml", "[models.limits.oracle]\nmax_tokenz = 5\n", {},
+         "unknown setting 'models.limits[...].max_tokenz'"),
+        ("config.toml", "", {"WM__MODELS__MAX_TOKENS": "-1"}, "'models.max_tokens'"),
         ("config.toml", "[budget]\ntimezone = 'Mars/Olympus'\n", {}, "'budget.timezone'"),
         ("config.toml", "[budget]\nmax_tokens_per_turn = -1\n", {}, "'budget.max_tokens_per_turn'"),
         ("config.toml", "[budget.prices]\n'openai/x' = {input = 'cheap'}\n", {},
@@ -64,6 +71,17 @@ def test_bad_settings_name_the_key(
     with pytest.raises(ConfigError) as err:
         load_settings(tmp_path, env)
     assert message in str(err.value)
+
+
+def test_model_limits_per_role_over_the_models_defaults(tmp_path: Path) -> None:
+    write(tmp_path, "config.toml", "[models]\ntimeout_secs = 300\nmax_tokens = 2000\n"
+          "[models.limits.oracle]\nmax_tokens = 8000\nmax_retries = 0\n")
+    models = load_settings(tmp_path, {}).config.models
+    oracle, default = models.limits_for("oracle"), models.limits_for("default")
+    assert (oracle.max_tokens, oracle.timeout_secs, oracle.max_retries) == (8000, 300.0, 0)
+    assert (default.max_tokens, default.timeout_secs, default.max_retries) == (2000, 300.0, 2)
+    env = {"WM__MODELS__LIMITS__FLATLINE__TIMEOUT_SECS": "30"}
+    assert load_settings(tmp_path, env).config.models.limits_for("flatline").timeout_secs == 30
 
 
 def test_budget_prices_timezone_and_task_budgets(tmp_path: Path) -> None:

@@ -81,6 +81,7 @@ async def test_consecutive_failures_quarantine_and_release_starts_afresh(
     events = [p for p in await stream(bus, bus.subjects.stream_evt)
               if p["type"] == "flatline.intervention" and p["kind"] == "quarantine"]
     assert events and events[0]["evidence"]["consecutive_failures"] == 5 and events[0]["undo"]
+    assert events[0]["reason"].startswith("It failed 5 times")  # not "It it failed"
 
     assert "Released the tool news" in await release_tool(bus, "news", "owner")
     assert "not quarantined" in await release_tool(bus, "news", "owner")

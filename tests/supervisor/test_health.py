@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from bus import Bus
@@ -18,9 +19,65 @@ def health(pid: int = 10, age: float = 0.0, loop_age: float = 0.0) -> Health:
                   loops={"fetch:planner-in": now - loop_age}, periods={"fetch:planner-in": 1.0})
 
 
-def supervisor(settings_for: Any, bus: Bus, **env: str) -> Supervisor:
+def supervisor(settings_for: Any, bus: Bus, only: tuple[str, ...] = ("planner",),
+               **env: str) -> Supervisor:
     settings = settings_for(WM__SUPERVISOR__STALE_AFTER_SECS="5", **env)
-    return Supervisor(settings, bus, "nats://unused", spawn=False, only=["planner"])
+    sup = Supervisor(settings, bus, "nats://unused", spawn=False, only=list(only))
+    sup.view.load = lambda: 0.5  # an idle machine, whatever this one is doing
+    return sup
+
+
+@dataclass
+class Proc:
+    """What HealthWatch.judge looks at in the supervisor's ActorState."""
+
+    pid: int | None
+    started: float
+    kill_reason: str = ""
+
+
+async def test_a_busy_machine_stretches_the_start_deadline_and_staleness(
+    bus: Bus, settings_for: Any
+) -> None:
+    view = supervisor(settings_for, bus, WM__SUPERVISOR__STARTUP_GRACE_SECS="60").view
+    view.bus_back_at = 0.0
+    now = time.time()
+    view._measure(now)
+    assert not view.busy
+    assert "no health in the 100s" in view.hung_reason("planner", 10, now - 100, now)
+    view.load = lambda: 9.0  # load 18 on 2 cores: stretched 4 times at most (the default)
+    view._measure(now)
+    assert view.busy and view.stretch == 4.0
+    assert view.hung_reason("planner", 10, now - 100, now) == ""  # slow, not dead
+    assert view.hung_reason("planner", 10, now - 241, now) != ""  # past 4 x 60 s
+    assert view.stale_reason(health(age=9), now) == ""  # 5 s stale limit -> 20 s
+    assert view.stale_reason(health(age=21), now) != ""
+
+
+async def test_most_actors_late_at_once_on_a_busy_machine_kills_none(
+    bus: Bus, settings_for: Any
+) -> None:
+    names = ("planner", "llm", "memory", "executor")
+    sup = supervisor(settings_for, bus, names)
+    sup.view.bus_back_at = 0.0
+    now = time.time()
+    procs = {n: Proc(pid=100 + i, started=now - 500) for i, n in enumerate(names)}
+    assert set(sup.watch.judge(procs, now)) == set(names)  # idle machine: they are hung
+    sup.view.load = lambda: 9.0
+    sup.view._measure(now)
+    assert sup.watch.judge(procs, now) == {}  # busy machine, all late: the machine is slow
+    sup.view.health = {n: health(pid=100 + i) for i, n in enumerate(names[1:], 1)}
+    assert set(sup.watch.judge(procs, now)) == {"planner"}  # one alone is still judged
+
+
+async def test_a_starved_supervisor_restarts_the_clocks(bus: Bus, settings_for: Any) -> None:
+    view = supervisor(settings_for, bus).view
+    view.bus_back_at = 0.0
+    now = time.time()
+    view._measure(now - 60)  # the previous round, a minute ago (it should be 2 s)
+    view._measure(now)
+    assert view.bus_back_at == now
+    assert view.stale_reason(health(age=30, loop_age=30), now) == ""
 
 
 async def test_stale_health_and_stuck_loops_are_named(bus: Bus, settings_for: Any) -> None:
