@@ -41,15 +41,15 @@ class HealthView:
         self.bus_back_at = time.time()
         self.bus_down = False
         self.store_full = False  # nobody can write health to a full store: judge nobody
+        self.load = load_per_core  # replaceable in tests
+        self.stretch = 1.0  # how much slower than normal the machine is now (>= 1)
+        self._last_round = 0.0
 
     def storage_changed(self, full: bool) -> None:
         """The message store became full (or has room again: ages count from now)."""
         if self.store_full and not full:
             self.bus_back_at = time.time()
         self.store_full = full
-        self.load = load_per_core  # replaceable in tests
-        self.stretch = 1.0  # how much slower than normal the machine is now (>= 1)
-        self._last_round = 0.0
 
     @property
     def busy(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from actors.llm import _retry
+from actors.llm import _call_retry as _retry
 from actors.llm.providers import ProviderError, complete
 from contracts.llm import ChatMessage
 from tests.actors.harness import ALL, actors, chat
@@ -51,6 +51,8 @@ async def test_role_limits_reach_the_model(
         WM__MODELS__DEFAULT="openai/test-model",
         WM__MODELS__LIMITS__DEFAULT__MAX_TOKENS="77",
         WM__MODELS__LIMITS__DEFAULT__MAX_RETRIES="0",
+        # No durable outage retry either (tests/actors/test_faults.py covers that): one attempt.
+        WM__MODELS__RETRY_DEADLINE_SECS="0",
     )
     async with actors(settings, *ALL), chat(settings) as c:
         assert await c.ask("hello") == "echo: hello"
