@@ -151,7 +151,10 @@ def test_all_eight_actors_healthy(up: dict[str, Any]) -> None:
     st = up["first_status"]
     assert {a["name"] for a in st["actors"]} == set(ACTORS)
     assert st["nats"]["pid"] and st["nats"]["url"].startswith("nats://127.0.0.1:")
-    assert set(st["streams"]) == {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ"}
+    from bus import Subjects
+
+    assert set(st["streams"]) == {spec.name for spec in Subjects("wm").streams()}
+    assert {"WM_IN", "WM_OUT", "WM_CMD", "WM_EVT", "WM_DLQ", "WM_AUDIT"} <= set(st["streams"])
     human = wm(env, "status").stdout
     assert "planner" in human and "HEALTHY" in human
 
