@@ -330,10 +330,6 @@ class Bus(KvOps, StreamOps):
         info = await self.js.consumer_info(stream, durable)
         return int(info.num_pending or 0), int(info.num_ack_pending or 0)
 
-    async def stream_last_seq(self, stream: str) -> int:
-        """The last sequence of a stream (0 when it is empty)."""
-        return int((await self.js.stream_info(stream)).state.last_seq or 0)
-
     @property
     def connected(self) -> bool:
         """Whether the connection is up right now (False while it reconnects)."""

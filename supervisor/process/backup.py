@@ -180,7 +180,7 @@ async def _load_bus(settings: Settings, folder: Path) -> dict[str, int]:
         await bus.connect(timeout=30, **login)
         await bus.provision()
         for spec in bus.subjects.streams():
-            if await bus.stream_last_seq(spec.name):
+            if await _last_seq(bus, spec.name):
                 raise RuntimeError(f"the stream {spec.name} already holds messages: restore into "
                                    "a fresh home (or remove data/jetstream first)")
         for spec in bus.subjects.streams():
@@ -200,7 +200,7 @@ async def _load_bus(settings: Settings, folder: Path) -> dict[str, int]:
             counts[source.stem] = len(values)
         for subs in durables.values():
             for sub in subs:
-                await ensure_consumer(bus, sub, start_after=await bus.stream_last_seq(sub.stream))
+                await ensure_consumer(bus, sub, start_after=await _last_seq(bus, sub.stream))
     finally:
         await bus.close()
         if server is not None:
@@ -254,3 +254,9 @@ async def scheduled_backups(settings: Settings, bus: Bus,
 
 def dt_local(ts: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(ts).astimezone()
+
+
+async def _last_seq(bus: Bus, stream: str) -> int:
+    """The last sequence of a stream (0 when it is empty or missing)."""
+    state = await bus.stream_state(stream)
+    return int(state.last_seq or 0) if state else 0
