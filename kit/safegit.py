@@ -39,8 +39,10 @@ class GitError(Exception):
 
 
 def git_dir(work_tree: Path) -> Path:
-    """Where the git directory of WINTERMUTE_HOME/scripts lives: WINTERMUTE_HOME/data/scripts.git."""
-    return work_tree.resolve().parent / "data" / "scripts.git"
+    """Where the git directory of WINTERMUTE_HOME/<folder> lives: WINTERMUTE_HOME/data/<folder>.git
+    (scripts/ -> data/scripts.git, skills/ -> data/skills.git)."""
+    work_tree = work_tree.resolve()
+    return work_tree.parent / "data" / f"{work_tree.name}.git"
 
 
 def _empty_home(work_tree: Path) -> str:

@@ -170,6 +170,10 @@ def render_status(status: dict[str, Any]) -> str:
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")
+    if executor.get("skills"):
+        lines.append(f"skills: {', '.join(executor['skills'])} (`wintermute skills`)")
+    for folder, why in sorted((executor.get("skill_problems") or {}).items()):
+        lines.append(f"skill WARNING: skills/{folder}/SKILL.md cannot be used: {why}")
     memory = status.get("memory") or {}
     if memory:
         total = sum(memory.get("counts", {}).values())
