@@ -72,10 +72,12 @@ class SkillsService:
                                              SkillsReport)
         self._stats = {row.name: row for row in old.skills} if old else {}
         await self.refresh(force=True)
-        await self.runner.ready()
         self.actor.spawn(self._watch(), "skills")
 
     async def _watch(self) -> None:
+        # Probe bubblewrap here, not in start(): a slow probe must not hold up the executor.
+        await self.runner.ready()
+        self._sig = ()  # republish with how scripts run here
         while True:
             self.actor.alive("skills", every=WATCH_SECS)
             await self.refresh()
