@@ -8,6 +8,7 @@ and other files (the Agent Skills layout). The front matter is YAML between `---
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,6 +20,8 @@ MAX_DESCRIPTION = 200
 NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 SCRIPT_DIR = "scripts"
 MAX_TIMEOUT_SECS = 600
+EXAMPLES = Path(__file__).parent / "skill_examples"  # shipped skills, copied into skills/
+SHIPPED_MARKER = ".shipped"  # names of examples already copied (a deleted one stays deleted)
 FIELDS = {"name", "description", "when_to_use", "tools", "model_role", "limits", "license",
           "metadata", "allowed-tools", "when-to-use"}
 
@@ -174,3 +177,22 @@ def scan(root: Path) -> tuple[list[Skill], dict[str, str]]:
         except SkillError as exc:
             problems[folder.name] = f"{exc}."
     return skills, problems
+
+
+def ship_examples(root: Path) -> list[str]:
+    """Copy the shipped example skills into root (skills/) once each; the names copied now.
+    Called by `wintermute init`/`up` and by the executor at start."""
+    root.mkdir(parents=True, exist_ok=True)
+    marker = root / SHIPPED_MARKER
+    done = set(marker.read_text().split()) if marker.is_file() else set()
+    copied = []
+    for example in sorted(EXAMPLES.iterdir()) if EXAMPLES.is_dir() else []:
+        if not (example / "SKILL.md").is_file() or example.name in done:
+            continue
+        if not (root / example.name).exists():
+            shutil.copytree(example, root / example.name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            copied.append(example.name)
+        done.add(example.name)
+    marker.write_text("\n".join(sorted(done)) + "\n")
+    return copied

@@ -62,3 +62,16 @@ def test_scan_keeps_the_good_and_reports_the_bad(tmp_path: Path) -> None:
     assert [s.name for s in skills] == ["demo"]
     assert skills[0].scripts == ["scripts/run.py"] and skills[0].files == ["notes.md"]
     assert set(problems) == {"broken", "empty"} and "SKILL.md is missing" in problems["empty"]
+
+
+def test_examples_are_shipped_once_and_a_deleted_one_stays_deleted(tmp_path: Path) -> None:
+    from kit.skillmd import ship_examples
+
+    root = tmp_path / "skills"
+    assert ship_examples(root) == ["meeting-notes", "word-count"]
+    skills, problems = scan(root)
+    assert [s.name for s in skills] == ["meeting-notes", "word-count"] and not problems
+    assert skills[1].scripts == ["scripts/count.py"]
+    (root / "meeting-notes" / "SKILL.md").unlink()
+    (root / "meeting-notes").rmdir()
+    assert ship_examples(root) == [] and not (root / "meeting-notes").exists()

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -17,7 +15,7 @@ from actors.executor.skills.runner import SkillRunner
 from contracts.records import SkillRow, SkillsReport
 from kit import skillmd
 from kit.safegit import GitError, ensure_repo
-from kit.skillmd import Skill
+from kit.skillmd import Skill, ship_examples
 
 if TYPE_CHECKING:
     from actors.executor.actor import ExecutorActor
@@ -25,27 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 REPORT_KEY = "tools.skills"
-EXAMPLES = Path(__file__).parent / "examples"
-SHIPPED_MARKER = ".shipped"  # names of examples already copied (a deleted one stays deleted)
 WATCH_SECS = 2.0
-
-
-def ship_examples(root: Path) -> list[str]:
-    """Copy the packaged example skills into skills/ once each; the names copied now."""
-    root.mkdir(parents=True, exist_ok=True)
-    marker = root / SHIPPED_MARKER
-    done = set(marker.read_text().split()) if marker.is_file() else set()
-    copied = []
-    for example in sorted(EXAMPLES.iterdir()) if EXAMPLES.is_dir() else []:
-        if not (example / "SKILL.md").is_file() or example.name in done:
-            continue
-        if not (root / example.name).exists():
-            shutil.copytree(example, root / example.name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-            copied.append(example.name)
-        done.add(example.name)
-    marker.write_text("\n".join(sorted(done)) + "\n")
-    return copied
 
 
 class SkillsService:
@@ -100,7 +78,11 @@ class SkillsService:
     async def refresh(self, force: bool = False) -> None:
         """Re-read skills/ when a file changed; a bad SKILL.md is a problem, never a crash."""
         try:
-            sig = await asyncio.to_thread(self._signature)
+            files = await asyncio.to_thread(self._signature)
+            # Tools appearing later (an MCP server connecting) can make a skill available.
+            tools = tuple((name, 0, 0) for name in sorted(
+                set(self.actor.registry.names()) | set(self.actor.scripts.names())))
+            sig = files + tools
             if sig == self._sig and not force:
                 return
             self._sig = sig
