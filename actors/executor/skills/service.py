@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actors.executor.skills.runner import SkillRunner
+from actors.executor.skills.tools import LoadSkill
 from contracts.records import SkillRow, SkillsReport
 from kit import skillmd
 from kit.safegit import GitError, ensure_repo
@@ -118,8 +119,8 @@ class SkillsService:
         async with self._lock:
             report = self.report()
             load = self.actor.registry.get("load_skill")
-            if load is not None:
-                load.describe(report.skills)  # type: ignore[attr-defined]
+            if isinstance(load, LoadSkill):
+                load.describe(report.skills)
             data = msgspec.json.encode(report)
             if data != self._published:
                 await self.actor.bus.kv_put(self.actor.subjects.kv_state, REPORT_KEY, data)
