@@ -95,8 +95,9 @@ async def kill_channel(running: Running) -> None:
         for fut in (client.message_processor, client.message_receiver, client.current_session_monitor):
             if fut is not None:
                 fut.cancel()
-        if client.current_session is not None:
-            await client.current_session.close()
+        if client.current_session is not None:  # the kernel closes a dead process's socket
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(client.current_session.close(), 10)
     await running.crash("channel")
     for consumer in proc.consumers:  # the dead process's fetch loops end with it
         consumer._stopping.set()
