@@ -46,7 +46,7 @@ for host, port in (("127.0.0.1", int(sys.argv[1])), ("1.1.1.1", 53)):
     except OSError as exc:
         print("blocked", host, type(exc).__name__, exc)
 """
-MEM = "data = bytearray(300 * 1024 * 1024)\nprint('allocated', len(data))\n"
+MEM = "import sys\ndata = bytearray(int(sys.argv[1]) << 20)\nprint('allocated', len(data))\n"
 WRITE = """import pathlib
 pathlib.Path("made-by-skill.txt").write_text("hi")
 try:
@@ -131,7 +131,9 @@ async def test_scripts_run_without_network_and_within_time_and_memory(
         net = await run("scripts/net.py", str(port))
         assert "blocked 127.0.0.1" in net.output and "blocked 1.1.1.1" in net.output, net.output
         assert "connected" not in net.output and reached == []
-        mem = await run("scripts/mem.py")
+        small = await run("scripts/mem.py", "8")
+        assert small.ok and "allocated 8388608" in small.output, small.output
+        mem = await run("scripts/mem.py", "300")  # over the skill's 64 MB
         assert not mem.ok and "allocated" not in mem.output, mem.output
         slow = await run("sleep.py")  # scripts/ may be left out
         assert not slow.ok and "limit of 2s and was killed" in slow.output
@@ -144,7 +146,7 @@ async def test_scripts_run_without_network_and_within_time_and_memory(
                                   is_owner=False)
         assert not guest.ok and "Only the owner" in guest.output
         rows = {r.name: r for r in (await report(caller.bus) or SkillsReport()).skills}
-        assert rows["probe"].runs == 4 and rows["probe"].failures == 2
+        assert rows["probe"].runs == 5 and rows["probe"].failures == 2
 
 
 async def _listed(bus: Bus, name: str) -> bool:
@@ -216,3 +218,15 @@ async def test_the_agent_writes_a_skill_only_with_approval_and_it_can_be_reverte
         ok, text = await revert_scripts(settings, 30, repo="skills")
         assert ok and "create skill: greet" in text, text
         assert not (home / "skills" / "greet").exists()
+
+
+def test_a_skill_never_gets_more_than_the_sandbox_ceilings(home: Path) -> None:
+    from actors.executor.skills.runner import SkillRunner, script_command
+    from contracts.config import SandboxConfig
+    from kit.skillmd import SkillLimits
+
+    runner = SkillRunner(home, SandboxConfig(memory_mb=100, pids_limit=10))
+    capped = runner.capped(SkillLimits(memory_mb=500, pids=64, timeout_secs=5))
+    assert (capped.memory_mb, capped.pids, capped.timeout_secs) == (100, 10, 5)
+    assert script_command("scripts/a b.py", ["x; rm -rf /"]) == (
+        "python3 '/skill/scripts/a b.py' 'x; rm -rf /'")

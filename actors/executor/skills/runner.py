@@ -17,6 +17,8 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+import msgspec
+
 from actors.executor.command import CommandResult
 from actors.executor.sandbox.base import Layout, SandboxError, refused
 from actors.executor.sandbox.bwrap import BwrapSandbox
@@ -92,6 +94,13 @@ class SkillRunner:
             return str(exc)
         return ""
 
+    def capped(self, limits: SkillLimits) -> SkillLimits:
+        """The manifest's limits within the owner's [sandbox] ceilings (a skill may ask for
+        less than a command gets, never more)."""
+        return msgspec.structs.replace(
+            limits, memory_mb=min(limits.memory_mb, self.sandbox.memory_mb),
+            pids=min(limits.pids, self.sandbox.pids_limit))
+
     def _limits(self, limits: SkillLimits) -> CommandLimits:
         lim = Limits(pids=limits.pids, memory_mb=limits.memory_mb,
                      file_size_mb=self.sandbox.file_size_mb, cpu_secs=limits.timeout_secs)
@@ -104,6 +113,7 @@ class SkillRunner:
         if problem:
             return refused(f"Not run: skill scripts need a working bubblewrap sandbox and "
                            f"{problem}.")
+        limits = self.capped(limits)
         layout = await asyncio.to_thread(_WorkspaceOnly, self.home)
         real = await asyncio.to_thread(skill_dir.resolve)
         sandbox = _SkillBwrap(layout, real, self._limits(limits))

@@ -65,7 +65,7 @@ class LoadSkill(Tool):
         await self.service.used(name)
         parts = [f"# Skill {skill.name}\n{skill.body}"]
         if skill.scripts:
-            lim = skill.limits
+            lim = self.service.runner.capped(skill.limits)
             parts.append(
                 f"Scripts (run with run_skill_script, skill={skill.name!r}; no network, "
                 f"{lim.timeout_secs}s, {lim.memory_mb} MB): " + ", ".join(skill.scripts))
