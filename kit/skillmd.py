@@ -176,6 +176,8 @@ def scan(root: Path) -> tuple[list[Skill], dict[str, str]]:
             skills.append(load(folder))
         except SkillError as exc:
             problems[folder.name] = f"{exc}."
+        except Exception as exc:  # noqa: BLE001 - one odd folder must not hide the others
+            problems[folder.name] = f"it cannot be read ({exc!r})."
     return skills, problems
 
 

@@ -43,9 +43,13 @@ def test_a_good_skill_md() -> None:
     ("---\nname: demo\ndescription: x\nlimits: {network: host}\n---\nb", "demo", "`limits`"),
     ("---\nname: demo\ndescription: x\nlimits: {timeout_secs: 0}\n---\nb", "demo", "between 1"),
     ("---\nname: demo\ndescription: x\ncolour: red\n---\nb", "demo", "unknown front matter"),
+    ("---\nname: 123\ndescription: x\n---\nb", "demo", "`name` must be text"),
+    ("---\nname: demo\ndescription: x\nlimits: 5\n---\nb", "demo", "`limits`"),
+    ("---\n- a list\n---\nb", "demo", "must be `key: value` lines"),
+    ("---\nname: demo\ndescription: x\ntools: {a: 1}\n---\nb", "demo", "list of tool names"),
 ])
 def test_bad_skill_md_is_a_sentence(text: str, folder: str, says: str) -> None:
-    with pytest.raises(SkillError, match=None) as err:
+    with pytest.raises(SkillError) as err:
         parse(text, folder)
     assert says in str(err.value), str(err.value)
 
@@ -58,8 +62,11 @@ def test_scan_keeps_the_good_and_reports_the_bad(tmp_path: Path) -> None:
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "SKILL.md").write_text("---\nname: broken\n")
     (tmp_path / "empty").mkdir()
+    (tmp_path / "binary").mkdir()
+    (tmp_path / "binary" / "SKILL.md").write_bytes(b"\xff\xfe\x00garbage")
     skills, problems = scan(tmp_path)
     assert [s.name for s in skills] == ["demo"]
+    assert "SKILL.md cannot be read" in problems.pop("binary")
     assert skills[0].scripts == ["scripts/run.py"] and skills[0].files == ["notes.md"]
     assert set(problems) == {"broken", "empty"} and "SKILL.md is missing" in problems["empty"]
 
