@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import msgspec
-import yaml
 
 MAX_SKILL_MD = 64_000  # a body is meant to fit in one tool result (seed 002: < 5000 tokens)
 MAX_DESCRIPTION = 200
@@ -55,6 +54,8 @@ class Skill(msgspec.Struct, frozen=True, kw_only=True):
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     """(front matter, body) of a SKILL.md; SkillError when the front matter is missing or bad."""
+    import yaml  # only where SKILL.md files are read (not in the channel or `status`)
+
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         raise SkillError("SKILL.md must start with a `---` line, then the front matter "
@@ -198,3 +199,11 @@ def ship_examples(root: Path) -> list[str]:
         done.add(example.name)
     marker.write_text("\n".join(sorted(done)) + "\n")
     return copied
+
+
+def problem_line(folder: str, why: str) -> str:
+    """How `wintermute skills`, status and /skills word one entry of the problems: a folder's
+    unusable SKILL.md, or (folder ".") skills/ itself."""
+    if folder == ".":
+        return f"skills/: {why}"
+    return f"skills/{folder}/SKILL.md cannot be used: {why}"

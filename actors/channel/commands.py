@@ -16,6 +16,7 @@ from contracts import (
     Sink,
 )
 from contracts.records import ExecutorFacts, SkillsReport, SupervisorStatus
+from kit.skillmd import problem_line
 from state import budget_view
 
 HELP = (
@@ -178,8 +179,7 @@ async def _skills(actor: Any, ctx: CommandContext, rest: str) -> str:
     lines = [f"{r.name} — {r.description} (loaded {r.loads}×, scripts run {r.runs}×"
              + (f", {r.failures} failed" if r.failures else "") + ")"
              + ("" if r.available else f" [unavailable: {r.problem}]") for r in report.skills]
-    lines += [f"skills/{folder}/SKILL.md cannot be used: {why}"
-              for folder, why in sorted(report.problems.items())]
+    lines += [problem_line(folder, why) for folder, why in sorted(report.problems.items())]
     return "Skills:\n" + "\n".join(lines) if lines else "No skills in skills/."
 
 

@@ -67,7 +67,7 @@ def render_skills(data: dict[str, Any]) -> str:
     if not data.get("skills"):
         lines = ["No skills in skills/."]
     for folder, why in sorted((data.get("problems") or {}).items()):
-        notes.append(f"skills/{folder}/SKILL.md cannot be used: {why}")
+        notes.append(skillmd.problem_line(folder, why))
     if data.get("sandbox"):
         notes.append(f"scripts: {data['sandbox']}")
     notes.append(f"source: {data.get('source', '')}")

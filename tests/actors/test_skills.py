@@ -230,3 +230,16 @@ def test_a_skill_never_gets_more_than_the_sandbox_ceilings(home: Path) -> None:
     assert (capped.memory_mb, capped.pids, capped.timeout_secs) == (100, 10, 5)
     assert script_command("scripts/a b.py", ["x; rm -rf /"]) == (
         "python3 '/skill/scripts/a b.py' 'x; rm -rf /'")
+
+
+async def test_an_unusable_skills_folder_is_reported_and_the_executor_carries_on(
+    settings: Settings, home: Path, caller: Caller,
+) -> None:
+    shutil.rmtree(home / "skills")
+    (home / "skills").write_text("not a folder")
+    async with actors(settings, "executor"):
+        rep = await eventually(lambda: report(caller.bus))
+        assert "could not be set up" in rep.problems["."] and rep.skills == []
+        res = await caller.call("load_skill", {"name": "word-count"})
+        assert not res.ok and "Unknown skill 'word-count'. Skills: none." in res.output
+        assert "skills/: could not be set up" in render_skills(await gather_skills(settings))

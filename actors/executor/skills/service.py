@@ -36,6 +36,7 @@ class SkillsService:
         self.runner = SkillRunner(actor.home, actor.config.sandbox)
         self.skills: dict[str, Skill] = {}
         self.problems: dict[str, str] = {}
+        self.problems_extra: dict[str, str] = {}  # set-up failures, reported with the folders
         self._stats: dict[str, SkillRow] = {}  # the counters of the last published report
         self._sig: tuple[tuple[str, int, int], ...] = ()
         self._published = b""
@@ -43,10 +44,15 @@ class SkillsService:
 
     async def start(self) -> None:
         """Examples, the git repository (data/skills.git), saved counters, then skills/."""
-        copied = await asyncio.to_thread(ship_examples, self.root)
-        await asyncio.to_thread(ensure_repo, self.root)
-        if copied:
-            await self.commit(["."], f"add shipped skills: {', '.join(copied)}")
+        try:
+            copied = await asyncio.to_thread(ship_examples, self.root)
+            await asyncio.to_thread(ensure_repo, self.root)
+            if copied:
+                await self.commit(["."], f"add shipped skills: {', '.join(copied)}")
+        except (OSError, GitError) as exc:  # skills/ unusable: every other tool still works
+            log.error("setting up skills/ failed: %s", exc)
+            self.problems_extra = {".": f"could not be set up ({exc}); skills are read as "
+                                        "they are and write_skill may fail."}
         old = await self.actor.bus.kv_get_as(self.actor.subjects.kv_state, REPORT_KEY,
                                              SkillsReport)
         self._stats = {row.name: row for row in old.skills} if old else {}
@@ -89,7 +95,7 @@ class SkillsService:
             self._sig = sig
             skills, problems = await asyncio.to_thread(skillmd.scan, self.root)
             self.skills = {s.name: s for s in skills}
-            self.problems = problems
+            self.problems = {**self.problems_extra, **problems}
             for folder, why in problems.items():
                 log.warning("skill %s cannot be used: %s", folder, why)
             await self.publish()

@@ -49,7 +49,7 @@ class LoadSkill(Tool):
         self.spec = ToolSpec(
             name="load_skill", description=LOAD_INTRO + _index(rows),
             parameters={"type": "object", "properties": {
-                "name": {"type": "string", "enum": [r.name for r in rows] or [""]},
+                "name": {"type": "string", **({"enum": [r.name for r in rows]} if rows else {})},
                 "path": {"type": "string", "description": "A file of the skill, e.g. "
                          "references/guide.md (optional)"}},
                 "required": ["name"]})
