@@ -134,7 +134,7 @@ def ensure_repo(work_tree: Path) -> list[str]:
             "Agent-created tools live here, one commit a change.\n")
     run_git(work_tree, "init", "-q")
     run_git(work_tree, "add", "-A")
-    message = (INIT_MESSAGE if not done else
+    message = (INIT_MESSAGE.replace("scripts", work_tree.name) if not done else
                "import scripts/ (the old scripts/.git was moved aside unread)")
     run_git(work_tree, "commit", "-q", "--allow-empty", "-m", message)
     done.append("data/scripts.git")

@@ -211,7 +211,7 @@ async def test_the_agent_writes_a_skill_only_with_approval_and_it_can_be_reverte
         assert "Created the skill greet" in told.text, told.text
         assert (home / "skills" / "greet" / "references" / "langs.md").read_text() == "en: hello"
         log = run_git(home / "skills", "log", "--format=%s")[1].splitlines()
-        assert log[0] == "create skill: greet"
+        assert log == ["create skill: greet", "init skills repository"]
         listed = await c.ask("/skills")
         assert "greet — Greets people" in listed
 
