@@ -61,8 +61,8 @@ class PlanThenExecute:
         facts = {"extracted": extract(turn.request), "working_memory": state.working}
         turn.messages = [
             ChatMessage(role="system", content=PLANNER_PROMPT),
-            ChatMessage(role="user", content=f"Task: {template.description}\n"
-                        f"Facts: {json.dumps(facts, sort_keys=True)}"),
+            ChatMessage(role="user", content=f"Facts: {json.dumps(facts, sort_keys=True)}\n"
+                        f"Task: {template.description}"),
         ]
         turn.new_from = len(turn.messages)
         self._arm(turn, "llm")

@@ -84,7 +84,7 @@ class TemplateOps:
                     f"({self._limit_source(turn)}). Answer with what you have.")
                 continue
             if not template.allows_tool(call.name):
-                why = (f"Not run: {call.name} is outside what this conversation may use "
+                why = (f"Refused: {call.name} is outside what this conversation may use "
                        f"(task template {turn.template or 'none'}).")
                 turn.results[call.id] = self._not_run(state, turn, call, f"{rid}:template", why)
                 await self.audit_decision(
