@@ -33,7 +33,11 @@ def key_path(home: Path) -> Path:
 def load_key(home: Path) -> bytes:
     """The signing key: from the environment, else the home's key file (made if missing)."""
     if os.environ.get(ENV):
-        return bytes.fromhex(os.environ[ENV])
+        try:
+            return bytes.fromhex(os.environ[ENV])
+        except ValueError:
+            raise ValueError(f"{ENV} must be a hex string (e.g. from `openssl rand -hex 32`); "
+                             "fix it or unset it to use data/keys/capability.key") from None
     path = key_path(home)
     if not path.exists():
         private_dir(path.parent)
