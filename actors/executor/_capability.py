@@ -68,7 +68,7 @@ class CapabilityGate:
                                         configured)
         if cap.template != expected:
             return (f"Refused {req.name}: its token names task template {cap.template!r}, but "
-                    f"a turn of {cap.principal} runs under {expected or 'none'!r}.")
+                    f"a turn of {cap.principal or 'this principal'} runs under {expected or 'none'!r}.")
         template = templates.get(expected, configured)
         if not template.allows_tool(req.name):
             return f"Refused {req.name}: task template {expected!r} does not allow it."
