@@ -1,4 +1,4 @@
-"""The observer learns: when a session goes idle, the conversation goes to the model (role
+"""The observer learns: when a session goes idle or is reset (`/reset` archives it), the conversation goes to the model (role
 `observer`) with a request to list what is worth remembering; the answer goes, as the model
 wrote it, to the memory actor, which validates it and promotes items by policy.
 
@@ -73,7 +73,8 @@ class Learner:
             t.lines = [*t.lines, f"{who}: {' '.join(text.split())}"][-MAX_LINES:]
 
     async def idle(self, session: str, idle_id: str) -> None:
-        """The session went quiet: ask the model what to remember from it."""
+        """The session went quiet or was reset: ask the model what to remember from it (once:
+        the transcript is handed over, so an idle after a reset finds nothing new)."""
         t = self.sessions.pop(session, None)
         if t is None or not t.people or not self.actor.config.observer.learn:
             return
