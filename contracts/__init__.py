@@ -31,6 +31,7 @@ from contracts.memory import (
     MemoryAnswer,
     MemoryChanged,
     MemoryCommand,
+    MemoryDream,
     MemoryHit,
     MemoryPropose,
     MemoryRecord,
@@ -113,6 +114,7 @@ AnyMsg = (
     | Recalled
     | MemoryCommand
     | MemoryAdmin
+    | MemoryDream
     | MemoryAnswer
     | MemoryPropose
     | MemoryChanged
@@ -152,6 +154,7 @@ __all__ = [
     "MemoryAnswer",
     "MemoryChanged",
     "MemoryCommand",
+    "MemoryDream",
     "MemoryHit",
     "MemoryPropose",
     "MemoryRecord",
