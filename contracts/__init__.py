@@ -76,6 +76,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Recalled,
     MemoryCommand,
     MemoryAdmin,
+    MemoryDream,
     MemoryAnswer,
     MemoryPropose,
     MemoryChanged,
