@@ -61,15 +61,23 @@ async def promote(actor: MemoryActor, mem_id: str, cause: str, by: str,
                   scopes: Iterable[str] | None = None) -> bool:
     """A waiting memory becomes active; the facts it conflicts with are superseded."""
     store = actor.store
-    if not await asyncio.to_thread(store.set_status, mem_id, "proposed", "active", scopes):
-        return False
-    await actor.audit("promoted", mem_id, cause, by=by)
-    found = await asyncio.to_thread(store.records, f"id = {sql_str(mem_id)}", 1)
-    if found and found[0].replaces:
+    done = await asyncio.to_thread(store.set_status, mem_id, "proposed", "active", scopes)
+    if done:
+        await actor.audit("promoted", mem_id, cause, by=by)
+    # Also when it was active already: a redelivery after a crash before the supersede.
+    await finish_version(actor, mem_id, cause, by, scopes)
+    return done
+
+
+async def finish_version(actor: MemoryActor, mem_id: str, cause: str, by: str,
+                         scopes: Iterable[str] | None = None) -> None:
+    """An active new version supersedes the facts it conflicts with (idempotent)."""
+    found = await asyncio.to_thread(actor.store.records, f"id = {sql_str(mem_id)}", 1)
+    allowed = scopes is None or (found and found[0].scope in set(scopes))
+    if found and allowed and found[0].status == "active" and found[0].replaces:
         new = found[0]
         old = await asyncio.to_thread(conflicts, actor, new.key, new.scope, new.content, new.id)
         await supersede(actor, old, cause, by)
-    return True
 
 
 async def undo(actor: MemoryActor, undo_id: str, scopes: Iterable[str] | None,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from actors.memory._facts import conflicts, norm_key, promote, supersede
+from actors.memory._facts import conflicts, finish_version, norm_key, promote
 from actors.memory.scopes import OWNER
 from bus import Reject
 from contracts import (
@@ -89,6 +89,12 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
     store = actor.store
     for i, item in enumerate(items):
         policy = config.policy.get(item.kind) or MEMORY_POLICY.get(item.kind, "suggest")
+        mem_id = short_hash(f"{msg.id}:{i}", 12)
+        if await asyncio.to_thread(store.get, mem_id) is not None:
+            # Saved by an earlier delivery of this batch, maybe not yet superseding what it
+            # replaces (a crash in between): finish that, idempotently.
+            await finish_version(actor, mem_id, msg.id, "observer")
+            continue
         if policy == "off" or await asyncio.to_thread(store.known, item.content, scope):
             continue
         key = norm_key(item.key)
@@ -100,7 +106,6 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
         if old and strategy == "ask":
             auto = False  # a contradiction is put to the owner, never promoted silently
         replaces = old[0] if old and strategy != "keep_both" else None
-        mem_id = short_hash(f"{msg.id}:{i}", 12)
         await asyncio.to_thread(
             store.save, item.content, kind=KIND_OF[item.kind], session=msg.session, scope=scope,
             id=mem_id, status="active" if auto else "proposed",
@@ -111,7 +116,7 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
         await actor.audit("learned" if auto else "proposed", mem_id, msg.id, scope, "observer",
                           item.content)
         if auto and replaces is not None:
-            await supersede(actor, old, msg.id, "observer")
+            await finish_version(actor, mem_id, msg.id, "observer")
         if not auto and scope == OWNER:
             await _ask_owner(actor, mem_id, item, policy, replaces)
         log.info("learned %s memory (%s): %s", item.kind, "active" if auto else "proposed",
