@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from actors.memory._facts import conflicts, finish_version, norm_key, promote
+from actors.memory._lance import sql_str
 from actors.memory.scopes import OWNER
 from bus import Reject
 from contracts import (
@@ -90,9 +91,13 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
     for i, item in enumerate(items):
         policy = config.policy.get(item.kind) or MEMORY_POLICY.get(item.kind, "suggest")
         mem_id = short_hash(f"{msg.id}:{i}", 12)
-        if await asyncio.to_thread(store.get, mem_id) is not None:
-            # Saved by an earlier delivery of this batch, maybe not yet superseding what it
-            # replaces (a crash in between): finish that, idempotently.
+        saved = await asyncio.to_thread(store.records, f"id = {sql_str(mem_id)}", 1)
+        if saved:
+            # Saved by an earlier delivery of this batch that may have crashed before its audit
+            # or before superseding what it replaces: both again (their ids make them once).
+            first = {"proposed": "proposed", "active": "learned"}.get(saved[0].status)
+            if first:  # other statuses: changed since, so its first audit was made
+                await actor.audit(first, mem_id, msg.id, scope, "observer", saved[0].content)
             await finish_version(actor, mem_id, msg.id, "observer")
             continue
         if policy == "off" or await asyncio.to_thread(store.known, item.content, scope):
