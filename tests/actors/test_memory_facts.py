@@ -117,6 +117,14 @@ async def test_ask_puts_a_contradiction_to_the_owner_and_a_correction_applies_at
         await _propose(bus, 3, green)
         await until(lambda: _has(settings, green["content"], "active"), 30)
         corrected = await _all(settings)
+        # someone else's contradiction waits in `pending`, never pushed into the owner's chat
+        await _propose(bus, 1, {"content": "Rides a bike", "key": "ride", "confidence": 0.9},
+                       who=FRIEND)
+        await _propose(bus, 2, {"content": "Rides a scooter", "key": "ride", "confidence": 0.9},
+                       who=FRIEND)
+        await until(lambda: _has(settings, "Rides a scooter", "proposed"), 30)
+        pending = [r.content for r in (await _admin(settings, "pending"))[0].records]
+        prompts = await prompt()
 
     assert "Replace" in asked[0]["summary"] and "red Volvo" in asked[0]["summary"]
     assert still == {VOLVO["content"]: "active", TESLA["content"]: "proposed"}
@@ -125,6 +133,7 @@ async def test_ask_puts_a_contradiction_to_the_owner_and_a_correction_applies_at
                                   green["content"]: "active"}
     assert corrected[green["content"]].version == 3
     assert corrected[green["content"]].kind == "fact"
+    assert pending == ["Rides a scooter"] and len(prompts) == 1
 
 
 async def test_dreaming_merges_duplicates_decays_stale_memories_and_undo_restores_them(
@@ -167,7 +176,7 @@ async def test_the_heartbeat_runs_dreaming_on_its_schedule(
 ) -> None:
     home = settings_for().home
     (home / "agent.toml").write_text("[heartbeat]\ninterval_secs = 0.5\n"
-                                     "dreaming = '*/2 * * * * *'\n")
+                                     "dreaming = '* * * * * */2'  # every 2 s (seconds last)\n")
     settings = settings_for()
     async with actors(settings, "memory", "heartbeat"):
         await _propose(bus, 1, {"content": "Lives in Lisbon", "confidence": 0.9})
