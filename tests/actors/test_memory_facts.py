@@ -47,6 +47,12 @@ async def _has(settings: Settings, content: str, status: str) -> bool:
     return found is not None and found.status == status
 
 
+async def _answered(bus: Bus, command_id: str) -> str:
+    """The text of the notice answering a chat's /memory command (once it is done)."""
+    return next((p["text"] for p in await _stored(bus, bus.subjects.stream_out)
+                 if p["type"] == "notice" and p["id"] == f"{command_id}:answer"), "")
+
+
 VOLVO = {"content": "The owner's car is a red Volvo", "key": "car", "confidence": 0.95}
 TESLA = {"content": "The owner's car is a blue Tesla", "key": "Car", "confidence": 0.95}
 
@@ -67,12 +73,12 @@ async def test_overwrite_latest_supersedes_and_undo_reverts_per_audience(
         # the friend's chat undoes the friend's last change only, never the owner's
         friend_undo = MemoryCommand(id="tg:9:memory", action="undo", reply_to=sink, **FRIEND)
         await bus.publish(bus.subjects.cmd("memory", "command"), friend_undo)
-        await until(lambda: _has(settings, "Likes tea", "revoked"), 30)
+        await until(lambda: _answered(bus, friend_undo.id), 30)
         undone = await _admin(settings, "undo", scope="user:owner")
         after_undo = _status(await _all(settings))
         owner_undo = MemoryCommand(id="terminal:9:memory", action="undo", reply_to=sink, **OWNER)
         await bus.publish(bus.subjects.cmd("memory", "command"), owner_undo)
-        await until(lambda: _has(settings, VOLVO["content"], "revoked"), 30)
+        await until(lambda: _answered(bus, owner_undo.id), 30)
         nothing = await _admin(settings, "undo", scope="user:owner")
         notices = [p["text"] for p in await _stored(bus, bus.subjects.stream_out)
                    if p["type"] == "notice"]
@@ -115,7 +121,7 @@ async def test_ask_puts_a_contradiction_to_the_owner_and_a_correction_applies_at
         await _admin(settings, "promote", target=waiting.id)
         promoted = _status(await _all(settings))
         await _propose(bus, 3, green)
-        await until(lambda: _has(settings, green["content"], "active"), 30)
+        await until(lambda: _has(settings, TESLA["content"], "archived"), 30)  # the last step
         corrected = await _all(settings)
         # someone else's contradiction waits in `pending`, never pushed into the owner's chat
         await _propose(bus, 1, {"content": "Rides a bike", "key": "ride", "confidence": 0.9},
