@@ -326,6 +326,7 @@ class ObserverConfig(_Section):
     learn: bool = True
 
 
+CONFLICT_STRATEGIES = ("overwrite_latest", "keep_both", "ask")
 MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
                  "procedure": "suggest"}
 
@@ -336,6 +337,34 @@ class MemoryConfig(_Section):
 
     policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
     auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
+    # A learned fact whose key matches an active fact's in the same scope (seed 004):
+    # overwrite_latest (the new version supersedes, the old is archived), keep_both, or ask
+    # (the new one waits for the owner: approval, or `pending` for someone else's). A
+    # correction ("actually, X") always overwrites at once.
+    conflict: str = "ask"
+    # Nightly dreaming (heartbeat.dreaming in agent.toml): active memories whose texts are this
+    # similar (cosine of their vectors; the same words without vectors) are merged into one ...
+    merge_similarity: float = 0.92
+    # ... and memories no recall has returned for decay_after_days lose decay_step of their
+    # confidence each night; below archive_below they are archived (`/memory undo` restores).
+    decay_after_days: float = 60.0
+    decay_step: float = 0.1
+    archive_below: float = 0.3
+    # Compaction (seed 000): once a session has used this share of its token budget
+    # (budget.max_tokens_per_session), older history is folded into the rolling summary,
+    # keeping the last compact_keep messages, again each time another such share is used.
+    compact_at: float = 0.6
+    compact_keep: int = 8
+
+    def __post_init__(self) -> None:
+        if self.conflict not in CONFLICT_STRATEGIES:
+            raise ValueError(f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, "
+                             f"got {self.conflict!r}")
+        for name in ("merge_similarity", "decay_step", "archive_below", "compact_at"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be above 0 and at most 1")
+        if self.decay_after_days <= 0 or self.compact_keep < 2:
+            raise ValueError("decay_after_days must be positive and compact_keep at least 2")
 
 
 class FlatlineConfig(_Section):
@@ -475,6 +504,9 @@ class HeartbeatConfig(_Section):
     # succeeding in under tool_review_min_success of their calls, are proposed for archiving
     # (the owner approves). A cron expression; "" turns it off.
     tool_review: str = "0 4 1 * *"
+    # Nightly dreaming (seed 001): the memory actor merges near-duplicate memories and decays
+    # stale ones ([memory] merge_similarity, decay_*). A cron expression; "" turns it off.
+    dreaming: str = "30 3 * * *"
     tool_review_unused_days: int = 30
     tool_review_min_success: float = 0.5
 
@@ -762,14 +794,16 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
-    if agent.heartbeat.tool_review:
-        from contracts.schedule import check_cron
+    for key in ("tool_review", "dreaming"):
+        cron = getattr(agent.heartbeat, key)
+        if cron:
+            from contracts.schedule import check_cron
 
-        try:
-            check_cron(agent.heartbeat.tool_review)
-        except ScheduleError as exc:
-            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
-                from None
+            try:
+                check_cron(cron)
+            except ScheduleError as exc:
+                raise ConfigError(f"agent.toml: invalid value for 'heartbeat.{key}': {exc}") \
+                    from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

@@ -32,6 +32,7 @@ from contracts.memory import (
     MemoryAnswer,
     MemoryChanged,
     MemoryCommand,
+    MemoryDream,
     MemoryPropose,
     MemorySave,
     MemorySearch,
@@ -181,6 +182,8 @@ ROUTES: tuple[Route, ...] = (
     Route(MemoryPropose, "cmd.memory.propose", ("observer",),
           "what the model extracted from an idle conversation"),
     Route(MemoryAdmin, "cmd.memory.admin", (CLI,), "`wintermute memory ...`: every scope"),
+    Route(MemoryDream, "cmd.memory.dream", ("heartbeat",),
+          "nightly dreaming: merge near-duplicate memories, decay stale ones"),
     Route(HoldRelease, "cmd.supervisor.release", ("channel",),
           "the owner's `/tools release NAME`, applied by the supervisor"),
     Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", "memory", "heartbeat",
@@ -245,8 +248,9 @@ DURABLES: tuple[Durable, ...] = (
                                         "cmd.memory.recall", "cmd.memory.command",
                                         "cmd.memory.propose"), concurrency=4),
     # The owner's command line, on a subject only the `cli` user may publish.
-    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin",), ordered_by="",
-            concurrency=1, note="`wintermute memory`, one command at a time"),
+    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin", "cmd.memory.dream"),
+            ordered_by="", concurrency=1,
+            note="`wintermute memory` and nightly dreaming, one at a time"),
     # The owner's answers to learned suggestions (other approvals are skipped).
     Durable("memory-approvals", "memory", "evt", ("evt.approval.resolved.>",), ordered_by="",
             concurrency=1, note="the owner's answers to learned suggestions"),

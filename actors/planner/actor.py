@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _guard, context
+from actors.planner import _compact, _guard, context
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
 from actors.planner._session import SessionOps
@@ -209,7 +209,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
         if msg.turn_id.endswith(":summary"):
-            return self._on_summary(state, msg)
+            return await _compact.answered(self, state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -291,8 +291,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         await self.send(reply)
         if record:
             dropped = state.append_history(turn.messages[turn.new_from :])
+            dropped += await _compact.over_budget_share(self, state)
             if dropped:  # older history leaves the context: fold it into the rolling summary
-                await self._summarize(state, turn.turn_id, dropped)
+                await _compact.fold(self, state, turn.turn_id, dropped)
         if failure and req.origin != "event":
             state.failed = req  # /retry runs it again
         state.remember_turn(turn.turn_id)
@@ -315,23 +316,6 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
                          principal=turn.request.principal, session=turn.request.session,
                          refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
         return why
-
-    async def _summarize(self, state: SessionState, turn_id: str,
-                         dropped: list[ChatMessage]) -> None:
-        req = LlmRequest(
-            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
-            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
-            max_tokens=800, purpose="compaction",
-            label=state.label,  # the dropped history is the session's data
-        )
-        await self.send(req)
-
-    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
-        if msg.error or not msg.content.strip():
-            log.warning("no conversation summary: %s", msg.error or "empty answer")
-            return False
-        state.summary = msg.content.strip()[:4000]
-        return True
 
     async def _task_outcome(self, turn: TurnState, failure: str, skipped: bool) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks;
