@@ -9,6 +9,7 @@ stops (user turns and background work alike) until midnight in `budget.timezone`
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,8 +132,9 @@ async def charge(bus: Bus, cfg: BudgetConfig, session: str, purpose: str, model:
     if not tokens:
         return
     cost = cost_of(cfg, model, spent)
-    await add(bus, day_key(tz=cfg.timezone), tokens, purpose, cost)
-    await add(bus, session_key(session), tokens, purpose, cost)
+    # Two independent records: both updates go out together (one write, one wait).
+    await asyncio.gather(add(bus, day_key(tz=cfg.timezone), tokens, purpose, cost),
+                         add(bus, session_key(session), tokens, purpose, cost))
 
 
 @dataclass(frozen=True)
@@ -155,10 +157,12 @@ async def day_spent(bus: Bus, cfg: BudgetConfig) -> Stop | None:
 
 async def check(bus: Bus, cfg: BudgetConfig, session: str, purpose: str = "user") -> Stop | None:
     """The budget that forbids a model call for this session and purpose, or None."""
-    stop = await day_spent(bus, cfg)
-    if stop is not None or purpose not in SESSION_PURPOSES:
+    if purpose not in SESSION_PURPOSES:
+        return await day_spent(bus, cfg)
+    # Both records are read at once: one round trip of waiting instead of two.
+    stop, sess = await asyncio.gather(day_spent(bus, cfg), used(bus, session_key(session)))
+    if stop is not None:
         return stop
-    sess = await used(bus, session_key(session))
     if cfg.max_tokens_per_session and sess >= cfg.max_tokens_per_session:
         return Stop("session", SESSION_SPENT.format(used=sess, limit=cfg.max_tokens_per_session))
     return None
