@@ -46,6 +46,7 @@ class Replicas:
     def __init__(self, name: str, count: int) -> None:
         self.name = name
         self.count = count
+        self.command = [sys.executable, "-m", "actors", name]
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.restarts = 0
         self._stopping = False
@@ -56,7 +57,7 @@ class Replicas:
     async def _spawn(self, i: int) -> asyncio.subprocess.Process:
         env = {**os.environ, REPLICA_VAR: str(i)}
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "actors", self.name, env=env,
+            *self.command, env=env,
             stdin=asyncio.subprocess.DEVNULL, preexec_fn=_die_with_parent)
 
     async def _keep(self, i: int) -> None:
