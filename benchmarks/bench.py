@@ -50,9 +50,13 @@ def _not_measured(group: str, what: str, why: str) -> dict[str, Any]:
 async def run_group(group: str, module: str, function: str, what: str) -> list[dict[str, Any]]:
     """One group's figures, or one 'not measured' row saying why there are none."""
     try:
-        fn = getattr(importlib.import_module(module), function)
-    except (ImportError, AttributeError) as exc:
-        return [_not_measured(group, what, f"{module}.{function}() does not exist here ({exc})")]
+        mod = importlib.import_module(module)
+    except ImportError as exc:
+        return [_not_measured(group, what, f"no {module} module here ({exc})")]
+    fn = getattr(mod, function, None)
+    if fn is None:
+        return [_not_measured(group, what, f"{module} has no {function}() yet; "
+                              f"`python -m {module}` prints its own figures")]
     try:
         out = fn()
         if inspect.isawaitable(out):
@@ -99,7 +103,7 @@ async def main(argv: list[str] | None = None) -> int:
     took = time.perf_counter() - t0
     report = {"took_secs": round(took, 1), "cpus": os.cpu_count(), "python": sys.version.split()[0],
               "machine": platform.machine(), "loadavg_end": os.getloadavg(), "figures": figures}
-    Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    await asyncio.to_thread(Path(args.json).write_text, json.dumps(report, indent=2, default=str))
     print(f"{len(figures)} figures in {took:.0f} s; written to {args.json}")
     return 0
 
