@@ -75,15 +75,24 @@ def _proc_tree(root: int) -> list[int]:
     return out
 
 
-def cpu_seconds(root: int) -> float:
-    """User + system CPU of a process and its descendants (children that already exited are
-    not counted: the actors live for the whole run)."""
+def _name(pid: int) -> str:
+    args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    words = [a.decode(errors="replace") for a in args if a]
+    if "actors" in words and words.index("actors") + 1 < len(words):
+        return words[words.index("actors") + 1]
+    return "nats-server" if any(w.endswith("nats-server") for w in words) else "supervisor"
+
+
+def cpu_seconds(root: int) -> dict[str, float]:
+    """User + system CPU seconds of a process and its descendants, by actor (replicas summed;
+    children that already exited are not counted: the actors live for the whole run)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    total: dict[str, float] = {}
     for pid in _proc_tree(root):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, ValueError):
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            name = _name(pid)
+            total[name] = total.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return total
 
 
@@ -99,6 +108,7 @@ class Instance:
         self.turns: dict[str, Turn] = {}
         self.hops = Hops()
         self.ready_secs = 0.0
+        self.actor_pids: dict[str, int] = {}
         self._n = 0
 
     @contextlib.asynccontextmanager
@@ -135,6 +145,7 @@ class Instance:
             if out.returncode == 0:
                 st = json.loads(out.stdout)
                 if st["actors"] and all(a["healthy"] for a in st["actors"]):
+                    self.actor_pids = {a["name"]: int(a["pid"]) for a in st["actors"]}
                     return
             await asyncio.sleep(0.2)
         raise TimeoutError("wintermute up did not become healthy in time")

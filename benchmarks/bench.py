@@ -71,11 +71,15 @@ async def run_group(group: str, module: str, function: str, what: str) -> list[d
 def _show(f: dict[str, Any]) -> str:
     mark = {True: "met", False: "NOT met", None: ""}[f.get("met")]
     value = f.get("not_measured") or f.get("value")
-    extra = {k: v for k, v in f.items()
-             if k not in ("figure", "value", "goal", "met", "load", "group", "not_measured")}
+    extra = {k: v for k, v in f.items() if k not in (
+        "figure", "value", "goal", "met", "load", "group", "not_measured", "profile_top")}
     tail = f"  {extra}" if extra else ""
-    return (f"{f['figure'][:72]:72} {value!s:>22}  goal {f.get('goal') or '-':>10}  "
+    line = (f"{f['figure'][:72]:72} {value!s:>22}  goal {f.get('goal') or '-':>10}  "
             f"{mark:7} load {f.get('load')}{tail}")
+    for proc, top in (f.get("profile_top") or {}).items():  # where the CPU went
+        rows = top if isinstance(top, list) else [top]
+        line += f"\n    profile {proc}: " + "; ".join(rows)
+    return line
 
 
 async def main(argv: list[str] | None = None) -> int:

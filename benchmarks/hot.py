@@ -16,10 +16,12 @@ import time
 from typing import Any
 
 from benchmarks._instance import Instance, TimedLLM, cpu_seconds
+from benchmarks._profile import Sampler
 
 TURNS = 30
 SESSIONS, PER_SESSION, LOAD_LIMIT = 1000, 3, 60.0
 BURST = 300
+PROFILED = ("llm", "planner", "memory", "channel")  # sampled during the 1-replica burst
 
 
 def figure(name: str, value: Any, goal: str, met: bool | None, **detail: Any) -> dict[str, Any]:
@@ -115,15 +117,21 @@ async def throughput(fake: TimedLLM, replicas: int) -> dict[str, Any]:
     async with Instance(fake, env).running() as inst:
         fake.latency = 0.0
         await _sequential(inst, "warm up", 3)
+        sampler = Sampler({n: inst.actor_pids[n] for n in PROFILED}) if replicas == 1 else None
         cpu0, t0 = cpu_seconds(inst.pid()), time.perf_counter()
         turns = [await inst.turn(f"burst {i}", chat=f"t{i % 50}") for i in range(BURST)]
         await asyncio.wait_for(asyncio.gather(*(t.done for t in turns)), 240)
         took = time.perf_counter() - t0
-        cpu = cpu_seconds(inst.pid()) - cpu0
+        cpu1 = cpu_seconds(inst.pid())
+        profile = sampler.stop() if sampler is not None else {}
+    by = {k: round((v - cpu0.get(k, 0.0)) * 1000 / BURST, 1) for k, v in cpu1.items()}
+    cpu = sum(v - cpu0.get(k, 0.0) for k, v in cpu1.items())
     rate = BURST / took
     return figure(f"sustained turns/s, plain, model 0 ms, llm replicas {replicas}",
                   round(rate, 1), ">= 300", rate >= 300,
-                  cpu_ms_per_turn=round(cpu * 1000 / BURST, 1), cores=round(cpu / took, 2))
+                  cpu_ms_per_turn=round(cpu * 1000 / BURST, 1), cores=round(cpu / took, 2),
+                  cpu_ms_by_process=dict(sorted(by.items(), key=lambda kv: -kv[1])),
+                  **({"profile_top": profile} if profile else {}))
 
 
 async def figures(replicas: tuple[int, ...] = (1, 2, 4)) -> list[dict[str, Any]]:
