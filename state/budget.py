@@ -215,12 +215,19 @@ async def budget_note(bus: Bus, cfg: BudgetConfig, session: str = "",
                       purpose: str = "user") -> str:
     """The seed's warning for the model once a budget passes 70/85/95 %, else ""."""
     notes = []
-    day = await used(bus, day_key(tz=cfg.timezone))
+    with_session = bool(session and purpose in SESSION_PURPOSES and cfg.max_tokens_per_session)
+
+    async def nothing() -> int:
+        return 0
+
+    # Both records read at once: one round trip of waiting per model step, not two.
+    day, sess = await asyncio.gather(
+        used(bus, day_key(tz=cfg.timezone)),
+        used(bus, session_key(session)) if with_session else nothing())
     if cfg.max_tokens_per_day and (text := _warning(day / cfg.max_tokens_per_day)):
         notes.append(f"[System: {text}] (daily budget: {day:,} of {cfg.max_tokens_per_day:,} "
                      "tokens)")
-    if session and purpose in SESSION_PURPOSES and cfg.max_tokens_per_session:
-        sess = await used(bus, session_key(session))
+    if with_session:
         if text := _warning(sess / cfg.max_tokens_per_session):
             notes.append(f"[System: {text}] (session budget: {sess:,} of "
                          f"{cfg.max_tokens_per_session:,} tokens)")
