@@ -11,9 +11,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: Frames every sample has (the event loop, the entry point): they say nothing.
-_FRAMEWORK = ("runpy", "runners.py", "base_events.py", "events.py", "__main__.py")
-
 
 def py_spy() -> str | None:
     """The py-spy executable next to this Python, or on PATH."""
@@ -54,8 +51,10 @@ class Sampler:
 
 
 def fold(path: Path, top: int) -> list[str]:
-    """The functions with the largest inclusive share of the samples in a raw py-spy file."""
-    incl: collections.Counter[str] = collections.Counter()
+    """Where the samples of a raw py-spy file end (self time), and the functions of our own
+    code (actors/, bus/, state/, kit/) holding the most time inclusively."""
+    leaf: collections.Counter[str] = collections.Counter()
+    ours: collections.Counter[str] = collections.Counter()
     total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -63,11 +62,24 @@ def fold(path: Path, top: int) -> list[str]:
             continue
         n = int(count)
         total += n
+        frames = stack.split(";")
+        leaf[_key(frames[-1])] += n
         seen: set[str] = set()
-        for frame in stack.split(";"):
-            func, _, where = frame.partition(" (")
-            key = f"{func} ({where.split(':')[0].rsplit('/', 1)[-1]})"
-            if key not in seen and not any(f in key for f in _FRAMEWORK):
+        for frame in frames:
+            key = _key(frame)
+            if key not in seen and any(f"({p}/" in frame for p in _OURS) \
+                    and not key.startswith(("Consumer.", "main ", "<module> ", "run_actor ")):
                 seen.add(key)
-                incl[key] += n
-    return [f"{100 * n / total:.0f}% {k}" for k, n in incl.most_common(top)] if total else []
+                ours[key] += n
+    if not total:
+        return []
+    return ([f"self {100 * n / total:.0f}% {k}" for k, n in leaf.most_common(top // 2)]
+            + [f"in {100 * n / total:.0f}% {k}" for k, n in ours.most_common(top // 2)])
+
+
+_OURS = ("actors", "bus", "state", "kit", "contracts")
+
+
+def _key(frame: str) -> str:
+    func, _, where = frame.partition(" (")
+    return f"{func} ({where.split(':')[0].rsplit('/', 1)[-1]})"
