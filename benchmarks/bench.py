@@ -28,6 +28,8 @@ from typing import Any
 GROUPS: tuple[tuple[str, str, str, str], ...] = (
     ("hot", "benchmarks.hot", "figures",
      "turn overhead, llm actor, 200 ms ratio, 1,000 sessions, turns/s at 1/2/4 llm replicas"),
+    ("llm-call", "benchmarks.llm_call", "figures",
+     "CPU per model call in the llm's request path, SDK create vs prebuilt JSON"),
     ("startup", "benchmarks.startup", "figures",
      "`up` -> all actors healthy, import time per actor, idle memory, start-up under load"),
     ("recall", "benchmarks.memory_search", "figures", "memory recall at 1k/10k/100k"),

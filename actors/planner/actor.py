@@ -66,7 +66,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         self.spawn(self._sweep(), "deadlines")
 
     def health_info(self) -> dict[str, Any]:
-        return self.turns_info()
+        return self.turns_info() | {"state_reads_saved": self._states.hits,
+                                    "state_reads": self._states.misses}
 
     # -- state -----------------------------------------------------------------------------
 
