@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -20,6 +21,7 @@ from bus import Bus
 from contracts import Usage, short_hash
 from contracts.config import BudgetConfig
 from contracts.records import BudgetUsage
+from state._coalesce import Batch, Coalescer
 
 #: The clock every budget decision reads; tests replace it to move to the next day.
 clock: Callable[[], float] = time.time
@@ -102,19 +104,30 @@ async def used(bus: Bus, key: str) -> int:
 async def add(bus: Bus, key: str, tokens: int, purpose: str = "", cost: float = 0.0) -> int:
     """Add tokens (and their estimated cost) to a record atomically; the new count.
 
-    Compare-and-set: raises bus.Conflict when it keeps losing to concurrent writers."""
+    Concurrent additions in this process are written together (`_coalesce.py`); the write is
+    a compare-and-set: raises bus.Conflict when it keeps losing to other processes."""
 
-    def change(old: BudgetUsage | None) -> BudgetUsage:
-        old = old or BudgetUsage()
-        by = dict(old.by_purpose)
-        if purpose:
-            by[purpose] = by.get(purpose, 0) + tokens
-        return BudgetUsage(tokens=old.tokens + tokens, total=old.total + tokens, by_purpose=by,
-                           cost=old.cost + cost, paused=old.paused, renewals=old.renewals,
-                           renewed_at=old.renewed_at)
+    async def write(batch: Batch) -> int:
+        def change(old: BudgetUsage | None) -> BudgetUsage:
+            old = old or BudgetUsage()
+            by = dict(old.by_purpose)
+            for name, n in batch.by_purpose.items():
+                by[name] = by.get(name, 0) + n
+            return BudgetUsage(tokens=old.tokens + batch.tokens, total=old.total + batch.tokens,
+                               by_purpose=by, cost=old.cost + batch.cost, paused=old.paused,
+                               renewals=old.renewals, renewed_at=old.renewed_at)
 
-    new = await bus.kv_update(bus.subjects.kv_budget, key, change, kind=BudgetUsage)
-    return new.tokens if new is not None else 0
+        new = await bus.kv_update(bus.subjects.kv_budget, key, change, kind=BudgetUsage)
+        return new.tokens if new is not None else 0
+
+    coalescer = _coalescers.get(bus)
+    if coalescer is None:
+        coalescer = _coalescers[bus] = Coalescer()
+    return await coalescer.add(key, tokens, purpose, cost, write)
+
+
+#: One per connection (tests run several buses in one process).
+_coalescers: weakref.WeakKeyDictionary[Bus, Coalescer] = weakref.WeakKeyDictionary()
 
 
 def cost_of(cfg: BudgetConfig, model: str, spent: Usage) -> float:
