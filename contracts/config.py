@@ -461,6 +461,14 @@ class PrivacyConfig(_Section):
     templates: dict[str, Template] = msgspec.field(default_factory=dict)
 
 
+class ActorSettings(_Section):
+    """[actors.<name>]: how one actor runs."""
+
+    # Processes sharing the actor's durable consumers (contracts.routes.SCALABLE says which
+    # actors may have more than one, and why the others may not).
+    replicas: int = 1
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -481,6 +489,7 @@ class Config(_Section):
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
     privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    actors: dict[str, ActorSettings] = msgspec.field(default_factory=dict)
 
 
 class Personality(_Section):
@@ -727,7 +736,38 @@ def _check(config: Config, agent: AgentConfig) -> None:
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
+    _check_replicas(config)
     _check_tasks(agent)
+
+
+def _check_replicas(config: Config) -> None:
+    """[actors.<name>] names an actor; replicas only where the actor's work allows them."""
+    from contracts.routes import ACTORS, SCALABLE
+
+    for name, actor in config.actors.items():
+        if name not in ACTORS:
+            raise ConfigError(f"config.toml: unknown actor in 'actors.{name}'; the actors are "
+                              f"{', '.join(ACTORS)}")
+        if not 1 <= actor.replicas <= 32:
+            raise ConfigError(f"config.toml: invalid value for 'actors.{name}.replicas': "
+                              f"{actor.replicas}; use 1 to 32")
+        if actor.replicas > 1 and name not in SCALABLE:
+            raise ConfigError(
+                f"config.toml: 'actors.{name}.replicas' must be 1: {SCALABLE_WHY.get(name, '')}"
+                f" Only {', '.join(SCALABLE)} can run as several processes.")
+
+
+#: Why an actor runs as one process (per-session order or state a second process would race).
+SCALABLE_WHY = {
+    "planner": "it applies a session's events in order, and a second process sharing its "
+               "consumer could apply a later event of the same session first.",
+    "executor": "a session's tool calls and approvals are handled in order.",
+    "memory": "its LanceDB table has one writer.",
+    "channel": "it holds the bots' connections (one poller per Telegram bot).",
+    "approval": "pending approvals are answered in the order they were asked.",
+    "observer": "it keeps the event log in order.",
+    "heartbeat": "it runs each scheduled job once.",
+}
 
 
 def _check_webhook(hook: WebhookChannel) -> None:

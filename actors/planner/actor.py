@@ -18,10 +18,11 @@ from actors.planner import _compact, _guard, context
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
 from actors.planner._session import SessionOps
+from actors.planner._state_cache import StateCache
 from actors.planner._templates import TemplateOps
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
-from bus import PublishError, Reject
+from bus import PublishError, Reject, Retry
 from contracts import (
     ChatMessage,
     DeadLetter,
@@ -60,12 +61,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         self._deadlines: dict[str, float] = {}  # session -> its active step's deadline
         self._turns: dict[str, dict[str, Any]] = {}  # session -> its turn in progress, for status
         self._outage_known: bool | None = None  # whether the owner was told of an outage
+        self._states = StateCache(self.bus, self.subjects.kv_sessions)
 
     async def on_start(self) -> None:
         self.spawn(self._sweep(), "deadlines")
 
     def health_info(self) -> dict[str, Any]:
-        return self.turns_info()
+        return self.turns_info() | {"state_reads_saved": self._states.hits,
+                                    "state_reads": self._states.misses}
 
     # -- state -----------------------------------------------------------------------------
 
@@ -73,11 +76,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         return f"s.{short_hash(session, 32)}"
 
     async def _load(self, session: str) -> SessionState:
-        return load(await self.bus.kv_get(self.subjects.kv_sessions, self._key(session)), session)
+        return load(await self._states.get(self._key(session)), session)
 
     async def _save(self, state: SessionState) -> None:
-        await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session),
-                              await self._fit(state))
+        # A compare-and-set on the revision read: if another writer got in between, the
+        # event goes back to be applied again on a fresh read (the crash-before-save path).
+        if not await self._states.put(self._key(state.session), await self._fit(state)):
+            raise Retry(f"the state of {state.session} changed while an event was applied",
+                        delay=0.1)
 
     def _lock(self, session: str) -> asyncio.Lock:
         return self._locks.setdefault(session, asyncio.Lock())
