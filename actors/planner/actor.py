@@ -14,9 +14,11 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _guard, context
+from actors.planner import _delegate, _guard, context
+from actors.planner._delegate import Delegating
 from actors.planner._faults import TurnFaults
 from actors.planner._session import SessionOps
+from actors.planner._turing import ClaimCheck
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
 from bus import PublishError, Reject
@@ -49,7 +51,7 @@ PlannerInbox = (
 )
 
 
-class PlannerActor(Actor, TurnFaults, SessionOps):
+class PlannerActor(Actor, TurnFaults, SessionOps, Delegating, ClaimCheck):
     name = "planner"
     inbox = PlannerInbox | DeadLetter
 
@@ -126,6 +128,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
                              principal=req.principal, session=req.session,
                              refs={"turn": req.id, "kind": req.principal_kind})
             raise Reject(f"inconsistent principal: {why}")
+        await self._check_delegated(req)
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
@@ -171,6 +174,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             return False
         system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
                                        state.summary)
+        if turn.request.delegation is not None:  # a sub-task: its role's instructions first
+            system = f"{turn.request.delegation.prompt}\n\n{system}"
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -178,7 +183,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         ]
         turn.new_from = len(turn.messages) - 1
         self._arm(turn, "llm")
-        await self._ask_model(state, turn, await self._tools())
+        await self._ask_model(state, turn, self._tools_for(turn, await self._tools()))
         return True
 
     async def _ask_model(self, state: SessionState, turn: TurnState,
@@ -190,7 +195,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
-            tools=tools, purpose=purpose,
+            tools=tools, purpose=purpose, role=_delegate.model_role(turn.request),
+            budget_session=_delegate.payer(turn.request),
             preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
             label=turn.label,
@@ -229,7 +235,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
         )
         if not msg.tool_calls:
-            await self._finish(state, msg.content)
+            if not await self._claim_check(state, turn, msg.content):
+                await self._finish(state, msg.content)
             return True
         limit = self.config.budget.max_tool_calls_per_turn
         self._arm(turn, "tools")
@@ -245,6 +252,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
                 )
                 continue
             turn.tool_calls_used += 1
+            if local := await self._local_call(state, turn, call, i):  # delegate, profiles
+                turn.results[call.id] = local
+                continue
             req = ToolRequest(
                 id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
@@ -283,7 +293,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         self._arm(turn, "llm")
         turn.calls, turn.results = [], {}
         limit_hit = turn.tool_calls_used >= self.config.budget.max_tool_calls_per_turn
-        await self._ask_model(state, turn, [] if limit_hit else await self._tools())
+        tools = [] if limit_hit else self._tools_for(turn, await self._tools())
+        await self._ask_model(state, turn, tools)
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
                       failure: str = "", skipped: bool = False) -> None:
@@ -292,12 +303,15 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         req = turn.request
         if req.origin == "schedule":
             await self._task_outcome(turn, failure, skipped)
-        text = await self._cleared(turn, text)
-        reply = Reply(
-            id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
-            sink=req.reply_to, text=text,
-        )
-        await self.send(reply)
+        if req.delegation is not None:  # a sub-task answers its workflow, not a chat
+            await self._delegated_done(turn, text, failure)
+        else:
+            text = await self._cleared(turn, text)
+            reply = Reply(
+                id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
+                sink=req.reply_to, text=text,
+            )
+            await self.send(reply)
         if record:
             dropped = state.append_history(turn.messages[turn.new_from :])
             if dropped:  # older history leaves the context: fold it into the rolling summary

@@ -26,9 +26,12 @@ def forged(turn: TurnRequest, owners: Iterable[str]) -> str:
         return f"a turn of kind owner came from {turn.principal}, who is not an owner principal"
     if turn.is_owner and kind not in OWNER_KINDS:
         return f"a turn of kind {kind} claimed the owner's authority"
-    if kind == "webhook" and (turn.origin != "webhook"
+    # A delegated sub-task keeps the principal of the turn that delegated it (the planner
+    # checks it against its stored workflow before it runs).
+    origin = "" if turn.origin == "delegate" and turn.delegation is not None else turn.origin
+    if kind == "webhook" and (origin not in ("webhook", "")
                               or not turn.principal.startswith("webhook:")):
         return "a webhook turn did not enter through the webhook channel"
-    if kind == "cron" and turn.origin != "schedule":
+    if kind == "cron" and origin not in ("schedule", ""):
         return "a turn of kind cron was not a scheduled one"
     return ""
