@@ -145,11 +145,11 @@ def settle(wf: Workflow, node_id: str, hops: int, status: str, result: str, reas
     wf = msgspec.structs.replace(wf, label=labels.join(wf.label, label))
     if status == "timed_out" and node.hops < continuations:
         # The continuation starts now with what this run found (never lost, never redone).
-        found = "\n\n".join(p for p in (node.result, result) if p)[-RESULT_CHARS:]
+        found = _joined(node.result, result)
         new = msgspec.structs.replace(node, result=found, hops=node.hops + 1, started=now)
     else:
         if status == "timed_out":
-            result = "\n\n".join(p for p in (node.result, result) if p)[-RESULT_CHARS:]
+            result = _joined(node.result, result)
         new = msgspec.structs.replace(node, status=status, result=result, reason=reason[:500])
     nodes = [new if n.id == node_id else n for n in wf.nodes]
     return advance(msgspec.structs.replace(wf, nodes=nodes), now)
@@ -160,8 +160,9 @@ def finished(wf: Workflow) -> bool:
 
 
 def task_text(wf: Workflow, node: WorkflowNode) -> str:
-    """What a node's sub-agent is asked: its task, its context, its dependencies' results."""
-    parts = [node.task]
+    """What a node's sub-agent is asked: its context, its dependencies' results, what an
+    earlier run found, and its task last (the instruction after the data)."""
+    parts = []
     if node.context:
         parts.append(f"# Context\n{node.context}")
     nodes = {n.id: n for n in wf.nodes}
@@ -172,7 +173,18 @@ def task_text(wf: Workflow, node: WorkflowNode) -> str:
     if node.hops:
         parts.append("# Your earlier attempt ran out of time; continue from what it found\n"
                      f"{node.result or '(nothing yet)'}")
-    return "\n\n".join(parts)
+    if not parts:
+        return node.task
+    return "\n\n".join([*parts, f"# Your task\n{node.task}"])
+
+
+def _joined(before: str, after: str) -> str:
+    """Two runs' findings within RESULT_CHARS: the start of the first, the end of the second."""
+    text = "\n\n".join(p for p in (before, after) if p)
+    if len(text) <= RESULT_CHARS:
+        return text
+    half = RESULT_CHARS // 2
+    return f"{before[:half]}\n[...]\n{after[-half:]}" if before else after[-RESULT_CHARS:]
 
 
 def report(wf: Workflow) -> tuple[bool, str]:

@@ -26,11 +26,16 @@ def delegate(*tasks: dict[str, Any]) -> str:
     return "tool:delegate " + json.dumps({"tasks": list(tasks)})
 
 
-def asked(fake: FakeLLM, text: str) -> int:
-    """Model requests whose last message is a user message starting with `text`."""
+def last(request: dict[str, Any]) -> str:
+    return str(request["messages"][-1].get("content", ""))
+
+
+def asked(fake: FakeLLM, task: str) -> int:
+    """Sub-agents' model requests whose last message is a user message ending with `task` (a
+    sub-task's text puts its task last)."""
     return sum(1 for r in fake.requests
-               if r["messages"][-1]["role"] == "user"
-               and str(r["messages"][-1].get("content", "")).startswith(text))
+               if "sub-agent" in r["messages"][0]["content"]
+               and r["messages"][-1]["role"] == "user" and last(r).endswith(task))
 
 
 async def until(check: Callable[[], bool], timeout: float = 60) -> None:
@@ -67,8 +72,7 @@ async def test_three_node_dag_fans_in_and_reports_to_the_parent(
     assert "alpha-42" in event.text and "echo: say beta" in event.text
     # Fan-in: c ran once, after a and b, with both results in its task.
     assert asked(fake, "combine") == 1
-    c_request = next(r for r in fake.requests
-                     if str(r["messages"][-1].get("content", "")).startswith("combine"))
+    c_request = next(r for r in fake.requests if last(r).endswith("# Your task\ncombine"))
     task = c_request["messages"][-1]["content"]
     assert "# Result of a" in task and "alpha-42" in task and "echo: say beta" in task
     # Each role's prompt and tool profile: the researcher is offered no shell.
@@ -102,7 +106,7 @@ async def test_a_failing_node_cancels_its_dependents_with_the_reason(
     assert "## b (worker) failed" in event.text
     assert "## c (worker) cancelled: its dependency b did not complete" in event.text
     assert "## d (worker) cancelled: its dependency c did not complete" in event.text
-    assert asked(fake, "after") == 0  # nothing behind the failure ran
+    assert asked(fake, "after b") == asked(fake, "after c") == 0  # nothing behind it ran
 
 
 async def test_a_cycle_is_refused_with_a_clear_message(
@@ -160,3 +164,26 @@ async def test_an_unbacked_claim_is_corrected_once(
     async with actors(settings, *ALL), chat(settings, "other") as c:
         assert await c.ask("I sent it") == "echo: I sent it"
 
+
+
+async def test_a_node_past_its_deadline_continues_then_passes_on_its_partial_results(
+    fake: FakeLLM, settings_for: SettingsFor
+) -> None:
+    """A sub-agent stuck in a tool loop runs out of time twice (the run and one continuation);
+    what its tools found is not lost: the dependent gets it and so does the parent."""
+    settings = settings_for(**MODEL, WM__BUDGET__MAX_REPEATED_TOOL_CALLS="0",
+                            WM__BUDGET__MAX_TOOL_CALLS_PER_TURN="1000",
+                            WM__PLANNER__SWEEP_EVERY_SECS="0.2")
+    dag = delegate(
+        {"id": "a", "role": "worker", "task": "loop: printf found-%s 7", "deadline_secs": 2.5},
+        {"id": "b", "role": "worker", "task": "use it", "depends_on": ["a"]},
+    ).replace("loop:", "loop\\u003a")  # a loop for the sub-agent, not for the parent's model
+    async with actors(settings, *ALL), chat(settings) as c:
+        await c.ask(dag, timeout=60)
+        event = await c.next(timeout=90)
+    assert "1 timed out, 1 done" in event.text
+    use = next(r for r in fake.requests if last(r).endswith("# Your task\nuse it"))
+    task = use["messages"][-1]["content"]
+    assert "# Result of a (partial: it ran out of time)" in task and "found-7" in task
+    # the continuation was told what the first run found
+    assert any("continue from what it found" in last(r) for r in fake.requests)
