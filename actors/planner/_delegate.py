@@ -91,7 +91,8 @@ class Delegating:
         d = turn.request.delegation
         if d is not None:
             return [t for t in tools if not d.tools or t.name in d.tools]
-        if self.config.delegation.enabled:
+        # (`replay --rerun` seeds the tools a recorded request offered, `delegate` among them)
+        if self.config.delegation.enabled and all(t.name != TOOL for t in tools):
             return [*tools, spec(sorted(self.config.delegation.roles))]
         return tools
 

@@ -15,6 +15,8 @@ import msgspec
 from bus import Bus
 from bus.history import read_stream
 from contracts.config import Settings
+from supervisor.cli.replay.source import from_history
+from supervisor.cli.replay.timeline import listing, render_listing
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
@@ -87,6 +89,13 @@ async def test_three_node_dag_fans_in_and_reports_to_the_parent(
     parent = next(t for t in turns if not t.get("delegation"))
     assert {t["delegation"]["parent_turn"] for t in subs} == {parent["id"]}
     assert all(t["session"].startswith(parent["id"]) for t in subs)
+    # ... and `wintermute replay --list` shows it as one.
+    rows = listing(await from_history(bus))
+    tree = [(r["depth"], r["parent"] == parent["id"], r["outcome"]) for r in rows
+            if r["session"] != parent["session"]]
+    assert tree == [(1, True, "answered its workflow")] * 3
+    assert rows[0]["turn"] == parent["id"] and rows[0]["depth"] == 0
+    assert "└ " + subs[0]["id"] in render_listing(rows)
 
 
 async def test_a_failing_node_cancels_its_dependents_with_the_reason(
