@@ -1,7 +1,8 @@
 """Whether a turn's principal fields agree with each other (seed 003: principals are set at
 the edge and never trusted from elsewhere).
 
-The channel, heartbeat and CLI are the only producers of turns (NATS permissions), so a turn
+The channel, heartbeat and CLI are the only producers of turns from outside (NATS
+permissions; the planner publishes its own delegated sub-tasks on `in.delegate.*`), so a turn
 that contradicts itself comes from a bug or a compromised producer: an `owner` kind without
 the owner's principal, a webhook or third party claiming to be the owner, a `cron` turn that
 is not a scheduled one. The planner refuses such a turn before it reaches a model.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from actors.planner import _dag, _turing
@@ -107,3 +108,18 @@ def test_a_timeout_continues_then_hands_its_partial_results_on() -> None:
 ])
 def test_claims_without_a_matching_tool_call(answer: str, tools: set[str], claim: str) -> None:
     assert _turing.unbacked_claim(answer, tools) == claim
+
+
+def test_the_readme_example_and_config_are_valid() -> None:
+    import json
+    import re
+    import tomllib
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Delegation\n", 1)[1].split("\n## ", 1)[0]
+    config = tomllib.loads(re.findall(r"```toml\n(.*?)```", section, re.S)[0])
+    cfg = msgspec.convert(config["delegation"], DelegationConfig)
+    assert set(cfg.roles) == {"worker", "researcher", "coder", "translator"}
+    nodes = _dag.parse(json.loads(re.findall(r"```json\n(.*?)```", section, re.S)[0]), cfg)
+    assert [n.depends_on for n in nodes] == [[], [], ["a", "b"]]
