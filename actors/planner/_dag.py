@@ -11,6 +11,7 @@ compare-and-set, so they are pure: same record in, same record out.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -78,6 +79,8 @@ def _node(item: Any, i: int, cfg: DelegationConfig) -> WorkflowNode:
     except (TypeError, ValueError):
         raise DagError(f"budget_tokens and deadline_secs of task {node_id} must be numbers.") \
             from None
+    if not math.isfinite(deadline):  # NaN would not even survive the JSON of the record
+        deadline = cfg.deadline_secs
     # The model may ask for less than the configured slice, never for more.
     budget = min(budget, cfg.budget_tokens) if cfg.budget_tokens else budget
     return WorkflowNode(id=node_id, role=role, task=task.strip(),

@@ -48,8 +48,10 @@ def test_bad_calls_are_refused_with_a_sentence(args: dict[str, Any], says: str) 
 
 
 def test_one_task_without_a_list_and_the_budget_slice_is_capped() -> None:
-    (node,) = _dag.parse({"role": "coder", "task": "fix it", "budget_tokens": 10**9}, CFG)
+    (node,) = _dag.parse({"role": "coder", "task": "fix it", "budget_tokens": 10**9,
+                          "deadline_secs": float("nan")}, CFG)
     assert (node.id, node.role, node.budget_tokens) == ("task", "coder", CFG.budget_tokens)
+    assert node.deadline_secs == CFG.deadline_secs
 
 
 def test_fan_in_waits_for_every_dependency() -> None:
