@@ -11,9 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
+import pytest
 
+from actors.planner.actor import PlannerActor
+from actors.planner.state import SessionState, load
 from bus import Bus
 from bus.history import read_stream
+from contracts import short_hash
 from contracts.config import Settings
 from supervisor.cli.replay.source import from_history
 from supervisor.cli.replay.timeline import listing, render_listing
@@ -53,6 +57,13 @@ async def stored(bus: Bus, stream: str, kind: str) -> list[dict[str, Any]]:
         if isinstance(payload, dict) and payload.get("type") == kind:
             out.append(payload)
     return out
+
+
+async def finished(bus: Bus, session: str) -> bool:
+    """Whether the session's saved state has its delegated turn finished."""
+    data = await bus.kv_get(bus.subjects.kv_sessions, f"s.{short_hash(session, 32)}")
+    state = load(data, session)
+    return state.active is None and f"{session}:task" in state.recent
 
 
 async def test_three_node_dag_fans_in_and_reports_to_the_parent(
@@ -154,6 +165,42 @@ async def test_planner_killed_mid_delegation_loses_and_duplicates_nothing(
     events = [r for r in replies if "Delegated tasks finished" in r["text"]]
     assert len(events) == 1
     assert len(replies) == 3  # the delegation, its results, "and now?"
+    results = await stored(bus, bus.subjects.stream_evt, "tool.result")
+    assert len([r for r in results if r["id"].endswith(":delegated")]) == 1
+
+
+async def test_planner_killed_between_settling_a_node_and_saving_its_session(
+    fake: FakeLLM, settings_for: SettingsFor, bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worst moment: the workflow already says a is done and b was published, but a's
+    session state was not saved; a's last model answer is delivered again after the restart."""
+    settings = settings_for(**MODEL)
+    reached, hold = asyncio.Event(), asyncio.Event()
+    save = PlannerActor._save
+
+    async def stop_once(self: PlannerActor, state: SessionState) -> None:
+        if state.session.endswith("~a") and state.active is None and not reached.is_set():
+            reached.set()
+            await hold.wait()  # killed here, before the save
+        await save(self, state)
+
+    monkeypatch.setattr(PlannerActor, "_save", stop_once)
+    dag = delegate({"id": "a", "role": "worker", "task": "first"},
+                   {"id": "b", "role": "worker", "task": "second", "depends_on": ["a"]})
+    async with actors(settings, *ALL) as running, chat(settings) as c:
+        await c.ask(dag, timeout=60)
+        async with asyncio.timeout(60):
+            await reached.wait()
+        await running.crash("planner")
+        await running.start("planner")
+        event = await c.next(timeout=90)
+        # a's last answer was applied again after the restart, and its session saved.
+        node_a = event.ref.split(":delegated")[0] + "~a"  # <workflow>~a
+        async with asyncio.timeout(60):
+            while not await finished(bus, node_a):  # noqa: ASYNC110 - a KV value, no event
+                await asyncio.sleep(0.1)
+    assert "2 done" in event.text
+    assert asked(fake, "first") == 1 and asked(fake, "second") == 1
     results = await stored(bus, bus.subjects.stream_evt, "tool.result")
     assert len([r for r in results if r["id"].endswith(":delegated")]) == 1
 
