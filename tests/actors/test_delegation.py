@@ -19,6 +19,7 @@ from bus import Bus
 from bus.history import read_stream
 from contracts import short_hash
 from contracts.config import Settings
+from state import budget
 from supervisor.cli.replay.source import from_history
 from supervisor.cli.replay.timeline import listing, render_listing
 from tests.actors.harness import ALL, actors, chat
@@ -100,6 +101,14 @@ async def test_three_node_dag_fans_in_and_reports_to_the_parent(
     parent = next(t for t in turns if not t.get("delegation"))
     assert {t["delegation"]["parent_turn"] for t in subs} == {parent["id"]}
     assert all(t["session"].startswith(parent["id"]) for t in subs)
+    # The sub-agents' model calls were charged to the chat that delegated them.
+    for sub in subs:
+        assert await budget.used(bus, budget.session_key(sub["session"])) == 0
+    parent_usage = await budget.usage(bus, budget.session_key(parent["session"]))
+    assert parent_usage.tokens == parent_usage.by_purpose["user"] > 0
+    sub_tokens = sum(len(m.get("content") or "") for r in fake.requests
+                     if "sub-agent" in r["messages"][0]["content"] for m in r["messages"]) // 4
+    assert parent_usage.tokens > sub_tokens  # the fake counts characters // 4
     # ... and `wintermute replay --list` shows it as one.
     rows = listing(await from_history(bus))
     tree = [(r["depth"], r["parent"] == parent["id"], r["outcome"]) for r in rows
