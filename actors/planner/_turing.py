@@ -4,7 +4,9 @@ correction and the model is asked once more, at most once per turn (`planner.tur
 
 Detection is a short list of first-person claims, each with the tools that would have done
 it; a shell command (`execute_command`) or an agent-created tool can do any of them, so a
-turn that ran one is never corrected. The second model call is an ordinary step: it counts in
+turn that ran one is never corrected. Tool calls in the history the model sees count too
+(a claim about an earlier turn's save is true), and event turns (an approval's or a
+delegation's result) report actions done before, so they are not checked. The second model call is an ordinary step: it counts in
 the turn's tokens, the budgets and the tool-call limit.
 """
 
@@ -46,7 +48,8 @@ CORE = frozenset({*ANY, "memory_save", "memory_search", "send_message", "web_fet
 
 
 def called(turn: TurnState) -> set[str]:
-    """The tools the turn asked for so far."""
+    """The tools asked for in what the model sees: this turn and the history before it (an
+    answer may rightly say "I saved it" about a save two messages back)."""
     return {c.name for m in turn.messages if m.role == "assistant" for c in m.tool_calls}
 
 
@@ -87,6 +90,8 @@ class ClaimCheck:
     async def _claim_check(self, state: SessionState, turn: TurnState, text: str) -> bool:
         """Ask the model again, once, when its final answer claims an action no tool did."""
         if not self.config.planner.turing_protocol or turn.corrections:
+            return False
+        if turn.request.origin == "event":  # reports an action done before (an approval's)
             return False
         what = unbacked_claim(text, called(turn))
         if not what:
