@@ -28,19 +28,20 @@ DEFAULT_ROLES: dict[str, DelegateRole] = {
         prompt=("You are a worker sub-agent. Do the one task below with your tools, then answer "
                 "with its result only: facts, paths, numbers. You cannot ask questions."),
         model_role="worker",
-        tools=[*_READ, "execute_command", "web_request", "memory_save"],
+        tools=[*_READ, "execute_command", "web_request", "memory_save", "load_skill",
+               "run_skill_script"],
     ),
     "researcher": DelegateRole(
         prompt=("You are a research sub-agent. Search and read sources for the task below and "
                 "answer with a short synthesis that names its sources."),
         model_role="researcher",
-        tools=[*_READ, "web_request"],
+        tools=[*_READ, "web_request", "load_skill"],
     ),
     "coder": DelegateRole(
         prompt=("You are a coding sub-agent. Read, write and run code in the workspace for the "
                 "task below; answer with what you changed and how you checked it."),
         model_role="coder",
-        tools=[*_READ, "execute_command", "create_tool"],
+        tools=[*_READ, "execute_command", "create_tool", "load_skill", "run_skill_script"],
     ),
 }
 

@@ -29,12 +29,12 @@ _I = r"\b(?:i(?:'ve| have|'ll have)?|i just|i've now|i have now)\s+(?:now\s+|jus
 CLAIMS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     ("saved or remembered something", re.compile(
         _I + r"(?:saved|stored|remembered|noted down|written down|memori[sz]ed)\b", re.I),
-     ("memory_save", "write_file", "create_tool")),
+     ("memory_save", "create_tool", "write_skill")),
     ("sent a message", re.compile(_I + r"(?:sent|messaged|emailed|forwarded|posted)\b", re.I),
      ("send_message", "web_request")),
     ("created or wrote a file or tool", re.compile(
         _I + r"(?:created|written|wrote|saved the file|made a (?:new )?(?:file|tool|script))\b",
-        re.I), ("create_tool", "write_file")),
+        re.I), ("create_tool", "write_skill")),
     ("ran a command", re.compile(_I + r"(?:ran|run|executed|installed|deleted|removed)\b",
                                  re.I), ()),
     ("delegated work", re.compile(_I + r"(?:delegated|handed (?:it|this) (?:off|over))\b",
@@ -44,7 +44,8 @@ CLAIMS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
 #: agent-created script, an MCP server's tool).
 ANY = ("execute_command", "docker_manage")
 CORE = frozenset({*ANY, "memory_save", "memory_search", "send_message", "web_fetch",
-                  "web_request", "create_tool", "escalate", "archive_tools", "delegate"})
+                  "web_request", "create_tool", "escalate", "archive_tools", "delegate",
+                  "load_skill", "write_skill"})
 
 
 def called(turn: TurnState) -> set[str]:
