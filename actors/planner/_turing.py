@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_I = r"\b(?:i(?:'ve| have|'ll have)?|i just|i've now|i have now)\s+(?:now\s+|just\s+|already\s+)?"
+_I = r"\b(?:i(?:['’]ve| have)?)\s+(?:now\s+|just\s+|already\s+)?"
 #: (what the answer claims, a pattern for the claim, tools any one of which would have done it)
 CLAIMS: tuple[tuple[str, re.Pattern[str], tuple[str, ...]], ...] = (
     ("saved or remembered something", re.compile(

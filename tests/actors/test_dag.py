@@ -99,6 +99,7 @@ def test_a_timeout_continues_then_hands_its_partial_results_on() -> None:
 
 @pytest.mark.parametrize(("answer", "tools", "claim"), [
     ("I've saved your notes.", set(), "saved or remembered something"),
+    ("I’ve just stored that for you.", set(), "saved or remembered something"),
     ("Done, I sent the message to Ann.", {"memory_search"}, "sent a message"),
     ("I have now created the file report.md", set(), "created or wrote a file or tool"),
     ("I've saved it.", {"memory_save"}, ""),
