@@ -25,6 +25,7 @@ from actors.planner.state import SessionState, TurnState
 from bus import Reject
 from contracts import Delegation, Msg, ToolCall, ToolResult, ToolSpec, TurnRequest, short_hash
 from contracts.records import Workflow
+from contracts.templates import Template
 
 if TYPE_CHECKING:
     from bus import Bus
@@ -84,6 +85,9 @@ class Delegating:
     async def send(self, msg: Msg) -> bool:
         raise NotImplementedError
 
+    def _template(self, turn: TurnState) -> Template:
+        raise NotImplementedError
+
     # -- the parent's side --------------------------------------------------------------------
 
     def _tools_for(self, turn: TurnState, tools: list[ToolSpec]) -> list[ToolSpec]:
@@ -92,7 +96,8 @@ class Delegating:
         if d is not None:
             return [t for t in tools if not d.tools or t.name in d.tools]
         # (`replay --rerun` seeds the tools a recorded request offered, `delegate` among them)
-        if self.config.delegation.enabled and all(t.name != TOOL for t in tools):
+        if (self.config.delegation.enabled and all(t.name != TOOL for t in tools)
+                and self._template(turn).allows_tool(TOOL)):
             return [*tools, spec(sorted(self.config.delegation.roles))]
         return tools
 

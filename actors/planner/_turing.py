@@ -78,7 +78,10 @@ class ClaimCheck:
     def _arm(self, turn: TurnState, phase: str) -> None:
         raise NotImplementedError
 
-    async def _tools(self) -> list[ToolSpec]:
+    async def _offered_tools(self, turn: TurnState) -> list[ToolSpec]:
+        raise NotImplementedError
+
+    def _tool_limit(self, turn: TurnState) -> int:
         raise NotImplementedError
 
     def _tools_for(self, turn: TurnState, tools: list[ToolSpec]) -> list[ToolSpec]:
@@ -103,7 +106,7 @@ class ClaimCheck:
         turn.messages.append(correction(what))
         turn.step += 1
         self._arm(turn, "llm")
-        limit_hit = turn.tool_calls_used >= self.config.budget.max_tool_calls_per_turn
-        tools = [] if limit_hit else self._tools_for(turn, await self._tools())
+        limit_hit = turn.tool_calls_used >= self._tool_limit(turn)
+        tools = [] if limit_hit else self._tools_for(turn, await self._offered_tools(turn))
         await self._ask_model(state, turn, tools)
         return True
