@@ -8,6 +8,7 @@ from contracts.base import Msg, derive_id, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
     Attachment,
+    Delegation,
     Delivered,
     Notice,
     Outbound,
@@ -143,6 +144,7 @@ __all__ = [
     "Attachment",
     "ChatMessage",
     "DeadLetter",
+    "Delegation",
     "Delivered",
     "Health",
     "HoldRelease",

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from contracts.config_delegation import DelegationConfig
 from contracts.templates import Template
 from contracts.templates import check as check_template
 
@@ -122,6 +123,9 @@ class PlannerConfig(_Section):
     model_silence_secs: float = 300.0  # no answer and no progress from the llm for this long
     tool_deadline_secs: float = 900.0  # a tool call (memory tools are optional: fail soft)
     sweep_every_secs: float = 1.0  # how often deadlines are checked
+    # Post-inference validation (seed 001's "Turing Protocol"): a final answer that claims an
+    # action ("I've saved ...", "I sent ...") no tool call of the turn did is corrected once.
+    turing_protocol: bool = True
 
     def __post_init__(self) -> None:
         for name in ("recall_deadline_secs", "model_silence_secs", "tool_deadline_secs",
@@ -490,6 +494,7 @@ class Config(_Section):
     privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
     actors: dict[str, ActorSettings] = msgspec.field(default_factory=dict)
+    delegation: DelegationConfig = msgspec.field(default_factory=DelegationConfig)
 
 
 class Personality(_Section):

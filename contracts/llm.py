@@ -70,6 +70,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # proactive, observer, compaction, diagnosis. The session budget applies to user and
     # escalation calls; the daily budget to all.
     purpose: str = "user"
+    # The session whose budget is checked and charged ("": `session`): a delegated sub-task's
+    # calls are charged to the session that delegated it.
+    budget_session: str = ""
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

@@ -149,6 +149,9 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
     # Webhook deliveries enter on in.webhook.<source>; their reply sink is another channel's.
     if msg.origin == "webhook":
         return {"channel": "webhook", "chat": msg.principal.removeprefix("webhook:")}
+    # Delegated sub-tasks enter on in.delegate.<hash of the parent session>.
+    if msg.delegation is not None:
+        return {"channel": "delegate", "chat": short_hash(msg.delegation.parent_session, 16)}
     return {"channel": msg.reply_to.channel, "chat": msg.reply_to.chat}
 
 
@@ -158,10 +161,13 @@ _OUT = "out.{sink.channel}.{sink.chat}"
 _AUDITORS = ("channel", "planner", "executor", "approval", "llm")
 
 ROUTES: tuple[Route, ...] = (
-    Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
-          description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`)",
+    Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", "planner", CLI),
+          keys=_intake,
+          description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`), "
+          "delegated sub-tasks on `in.delegate.<parent>`",
           narrow={"channel": tuple(f"in.{c}.*" for c in CHANNELS),
                   "heartbeat": ("in.schedule.*",),
+                  "planner": ("in.delegate.*",),
                   # `tasks run`; `replay --fork-at` sends a fork's turns as its principal
                   CLI: ("in.schedule.*", "in.terminal.*")}),
     Route(Reply, _OUT, ("planner", "executor")),
@@ -199,7 +205,8 @@ ROUTES: tuple[Route, ...] = (
           "still working: a long call, or a retry after a transient failure, with its reason"),
     Route(LlmPreview, "evt.llm.preview.{session}", ("llm",),
           "the answer so far while streaming; only for requests with `preview_to`"),
-    Route(ToolResult, "evt.tool.result.{session}", ("executor", "memory", "llm")),
+    Route(ToolResult, "evt.tool.result.{session}", ("executor", "memory", "llm", "planner"),
+          "the planner's are a delegated workflow's results, deferred to the parent session"),
     Route(ToolOutcome, "evt.tool.outcome.{tool}", ("executor",),
           "per-call stats, with an agent-created tool's `version`"),
     Route(ScriptsReverted, "evt.scripts.reverted.{request_id}", ("executor",),

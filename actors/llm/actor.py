@@ -136,10 +136,11 @@ class LlmActor(Actor):
                                       refs={"label": req.label, "request": req.id})
         chain = routed.chain
         cfg = self.config.budget
-        stop = await budget.check(self.bus, cfg, req.session, req.purpose)
+        payer = req.budget_session or req.session  # a delegated sub-task's parent pays
+        stop = await budget.check(self.bus, cfg, payer, req.purpose)
         if stop is not None:
             if req.purpose in budget.SESSION_PURPOSES:
-                await budget.pause(self.bus, req.session, stop.kind)
+                await budget.pause(self.bus, payer, stop.kind)
             log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
                      stop.kind)
             return LlmResponse(**base, error=stop.message, budget=stop.kind), False, []
@@ -184,7 +185,7 @@ class LlmActor(Actor):
                 "gen_ai.request.model": spec.split("/", 1)[-1],
                 "gen_ai.usage.input_tokens": done.usage.input_tokens,
                 "gen_ai.usage.output_tokens": done.usage.output_tokens})
-            charge = budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
+            charge = budget.charge(self.bus, cfg, payer, req.purpose, spec, done.usage)
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,

@@ -14,12 +14,14 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _compact, _guard, context
+from actors.planner import _compact, _delegate, _guard, context
+from actors.planner._delegate import Delegating
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
 from actors.planner._session import SessionOps
 from actors.planner._state_cache import StateCache
 from actors.planner._templates import TemplateOps
+from actors.planner._turing import ClaimCheck
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
 from bus import PublishError, Reject, Retry
@@ -51,7 +53,8 @@ PlannerInbox = (
 )
 
 
-class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
+class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, Delegating,
+                   ClaimCheck):
     name = "planner"
     inbox = PlannerInbox | DeadLetter
 
@@ -133,6 +136,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
                              principal=req.principal, session=req.session,
                              refs={"turn": req.id, "kind": req.principal_kind})
             raise Reject(f"inconsistent principal: {why}")
+        await self._check_delegated(req)
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
@@ -182,6 +186,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
             return True
         system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
                                        state.summary)
+        if turn.request.delegation is not None:  # a sub-task: its role's instructions first
+            system = f"{turn.request.delegation.prompt}\n\n{system}"
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -189,7 +195,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         ]
         turn.new_from = len(turn.messages) - 1
         self._arm(turn, "llm")
-        await self._ask_model(state, turn, await self._offered_tools(turn))
+        await self._ask_model(state, turn,
+                              self._tools_for(turn, await self._offered_tools(turn)))
         return True
 
     async def _ask_model(self, state: SessionState, turn: TurnState,
@@ -201,7 +208,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
-            tools=tools, purpose=purpose,
+            tools=tools, purpose=purpose, role=_delegate.model_role(turn.request),
+            budget_session=_delegate.payer(turn.request),
             # A plan is never shown: only answers are previewed.
             preview_to=turn.request.reply_to
             if turn.request.preview_interval > 0 and turn.stage != "plan" else None,
@@ -244,7 +252,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
         )
         if not msg.tool_calls:
-            await self._finish(state, msg.content)
+            if not await self._claim_check(state, turn, msg.content):
+                await self._finish(state, msg.content)
             return True
         await self._dispatch(state, turn, msg.tool_calls)
         await self._maybe_continue(state, turn)
@@ -280,7 +289,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         self._arm(turn, "llm")
         turn.calls, turn.results = [], {}
         limit_hit = turn.tool_calls_used >= self._tool_limit(turn)
-        await self._ask_model(state, turn, [] if limit_hit else await self._offered_tools(turn))
+        tools = [] if limit_hit else self._tools_for(turn, await self._offered_tools(turn))
+        await self._ask_model(state, turn, tools)
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
                       failure: str = "", skipped: bool = False) -> None:
@@ -289,12 +299,15 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         req = turn.request
         if req.origin == "schedule":
             await self._task_outcome(turn, failure, skipped)
-        text = await self._cleared(turn, text)
-        reply = Reply(
-            id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
-            sink=req.reply_to, text=text,
-        )
-        await self.send(reply)
+        if req.delegation is not None:  # a sub-task answers its workflow, not a chat
+            await self._delegated_done(turn, text, failure)
+        else:
+            text = await self._cleared(turn, text)
+            reply = Reply(
+                id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
+                sink=req.reply_to, text=text,
+            )
+            await self.send(reply)
         if record:
             dropped = state.append_history(turn.messages[turn.new_from :])
             dropped += await _compact.over_budget_share(self, state)

@@ -35,6 +35,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     label: str = "internal"  # the highest label of what the model sees in this turn
     tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
     repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
+    corrections: int = 0  # answers corrected for claiming an action no tool did (_turing.py)
     template: str = ""  # the task template it runs under (contracts/templates.py)
     # Plan-then-execute (actors/planner/_pte.py): "plan" or "synth"; "" for the ordinary loop.
     stage: str = ""
