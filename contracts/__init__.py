@@ -16,6 +16,7 @@ from contracts.channel import (
     TerminalInput,
     TurnRequest,
 )
+from contracts.home import HomeAnswer, HomeCommand, HomeEditPropose
 from contracts.llm import (
     ChatMessage,
     LlmPreview,
@@ -89,6 +90,9 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     TaskOutcome,
     HoldRelease,
     AuditEvent,
+    HomeEditPropose,
+    HomeCommand,
+    HomeAnswer,
 )
 
 AnyMsg = (
@@ -127,6 +131,9 @@ AnyMsg = (
     | TaskOutcome
     | HoldRelease
     | AuditEvent
+    | HomeEditPropose
+    | HomeCommand
+    | HomeAnswer
 )
 
 __all__ = [
@@ -142,6 +149,9 @@ __all__ = [
     "DeadLetter",
     "Delivered",
     "Health",
+    "HomeAnswer",
+    "HomeCommand",
+    "HomeEditPropose",
     "HoldRelease",
     "Intervention",
     "LlmPreview",

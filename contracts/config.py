@@ -321,10 +321,16 @@ class ObserverConfig(_Section):
     idle_secs: float = 600.0
     # On session.idle, ask the model (role `observer`) what to remember from the conversation.
     learn: bool = True
+    # After a session with failed tool calls, ask the model what failed and what worked and
+    # propose the lessons for AGENTS.md through the WriteGate.
+    reflect: bool = True
 
 
 MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
                  "procedure": "suggest"}
+
+
+GatePolicy = Literal["auto", "suggest", "off"]
 
 
 class MemoryConfig(_Section):
@@ -333,6 +339,11 @@ class MemoryConfig(_Section):
 
     policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
     auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
+    # The WriteGate (actors/executor/gate): changes proposed to AGENTS.md and USER.md by the
+    # agent, reflection or digests are applied after the owner approves (suggest), at once
+    # (auto; a non-owner turn's proposal still asks), or refused (off).
+    agents_md: GatePolicy = "suggest"
+    user_md: GatePolicy = "suggest"
 
 
 class FlatlineConfig(_Section):

@@ -311,3 +311,27 @@ class BudgetUsage(Record, frozen=True, kw_only=True):
     paused: BudgetStop = ""
     renewals: int = 0
     renewed_at: float = 0.0
+
+
+GateState = Literal["pending", "applied", "denied", "refused"]
+
+
+class GateProposal(Record, frozen=True, kw_only=True):
+    """wm_state `gate.<id>`: a change proposed to a gated file (AGENTS.md, USER.md; later
+    agent-written skills), waiting for the owner or decided; `base` is the sha256 of the file
+    it was made against (applied only while the file is still that), `commit` the version
+    that applied it."""
+
+    id: str
+    path: str
+    text: str
+    base: str
+    reason: str = ""
+    by: str = ""
+    created: float = 0.0
+    status: GateState = "pending"
+    commit: str = ""
+    why: str = ""  # a refusal's sentence
+
+
+ALL_RECORDS += (GateProposal,)

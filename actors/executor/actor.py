@@ -14,6 +14,7 @@ from actors.base import Actor
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
+from actors.executor.home_gate import HomeFiles
 from actors.executor.mcp import McpHub
 from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
@@ -23,6 +24,8 @@ from bus import tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
+    HomeCommand,
+    HomeEditPropose,
     ScriptsRevert,
     Sink,
     ToolOutcome,
@@ -39,7 +42,7 @@ from state.holds import tool_status
 
 log = logging.getLogger(__name__)
 
-ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
+ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert | HomeEditPropose | HomeCommand
 
 
 class ExecutorActor(Actor):
@@ -61,6 +64,8 @@ class ExecutorActor(Actor):
         gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
                 else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
+        self.home_files = HomeFiles(self)  # AGENTS.md and USER.md behind the WriteGate
+        self.registry.add(self.home_files.tool)
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
         if docker_tool := await docker_manage_tool(self.config):
@@ -123,6 +128,10 @@ class ExecutorActor(Actor):
                 await self._on_resolved(msg)
             case ScriptsRevert():
                 await self.scripts.revert(msg)
+            case HomeEditPropose():
+                await self.home_files.propose(msg)
+            case HomeCommand():
+                await self.home_files.command(msg)
 
     def _tool(self, name: str) -> Tool | None:
         """A core tool, else an agent-created one (core names always win)."""
@@ -248,6 +257,8 @@ class ExecutorActor(Actor):
     async def _on_resolved(self, msg: ApprovalResolved) -> None:
         call = msg.call
         if call is None:
+            if self.home_files.gate.ours(msg):
+                await self.home_files.gate.resolved(msg)
             return
         result_id = f"{msg.id}:result"
         tool = self._tool(call.name)

@@ -1,0 +1,168 @@
+"""The WriteGate for AGENTS.md and USER.md: proposed, approved through the approval actor (or by
+policy), committed in data/home.git, revertible; malformed proposals dead-lettered. Real
+executor and approval actors on the real nats-server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from actors.approval.actor import short_id
+from actors.executor.home_gate import TOOL
+from bus import Bus
+from contracts import (
+    ApprovalDecision,
+    HomeCommand,
+    HomeEditPropose,
+    ToolRequest,
+    short_hash,
+)
+from contracts.config import Settings
+from kit.safegit import run_git
+from tests.actors.harness import actors
+
+SettingsFor = Callable[..., Settings]
+LESSON = "- Check the disk is mounted before backing up to it."
+
+
+async def stored(bus: Bus, stream: str) -> list[dict[str, Any]]:
+    info = await bus.js.stream_info(stream)
+    out: list[dict[str, Any]] = []
+    if info.state.messages:
+        for seq in range(info.state.first_seq, info.state.last_seq + 1):
+            with contextlib.suppress(Exception):
+                out.append(json.loads((await bus.js.get_msg(stream, seq)).data))
+    return out
+
+
+async def until(check: Callable[[], Awaitable[Any]], timeout: float = 30) -> Any:
+    """Poll `check` until it returns something true (a generous deadline, not a fixed sleep)."""
+    async with asyncio.timeout(timeout):
+        while True:
+            if value := await check():
+                return value
+            await asyncio.sleep(0.2)
+
+
+def propose(n: int, *, is_owner: bool = True, **fields: Any) -> HomeEditPropose:
+    base: dict[str, Any] = {"path": "AGENTS.md", "append": LESSON, "reason": "a failed backup",
+                            "by": "observer:reflection"}
+    return HomeEditPropose(id=f"idle:s:{n}:reflect:propose", session="terminal:owner",
+                           principal="terminal:owner", is_owner=is_owner, **{**base, **fields})
+
+
+async def answer(bus: Bus, action: str, arg: str = "") -> dict[str, Any]:
+    """Send a HomeCommand as `wintermute memory` does and wait for its home.answer."""
+    cmd = HomeCommand(id=f"cli:{uuid.uuid4().hex}", action=action, arg=arg, principal="cli",
+                      is_owner=True)
+    await bus.send(cmd)
+
+    async def found() -> dict[str, Any] | None:
+        return next((e for e in await stored(bus, bus.subjects.stream_evt)
+                     if e["type"] == "home.answer" and e["request"] == cmd.id), None)
+
+    return dict(await until(found, 60))
+
+
+def log(home: Path) -> list[str]:
+    _, out = run_git(home, "log", "--format=%s", gdir=home / "data" / "home.git")
+    return out.splitlines()
+
+
+async def test_a_suggested_change_waits_for_the_owner_then_applies_and_reverts(
+    settings_for: SettingsFor, bus: Bus,
+) -> None:
+    settings = settings_for()
+    agents = settings.home / "AGENTS.md"
+    before = agents.read_text()
+    async with actors(settings, "executor", "approval"):
+        await bus.send(propose(1))
+        await bus.send(propose(1))  # redelivered: one proposal, one prompt
+
+        async def prompts() -> list[dict[str, Any]]:
+            return [p for p in await stored(bus, bus.subjects.stream_out)
+                    if p["type"] == "approval.prompt"]
+
+        prompt = (await until(prompts, 60))[0]
+        assert agents.read_text() == before  # nothing before the owner says yes
+        assert "+" + LESSON in prompt["summary"] and "a failed backup" in prompt["summary"]
+        pending = await answer(bus, "pending")
+        assert "observer:reflection" in pending["text"]
+        decision = ApprovalDecision(id="tg:1:decision", approval_id=prompt["approval_id"],
+                                    approved=True, principal="terminal:owner", is_owner=True)
+        await bus.send(decision)
+
+        async def applied() -> bool:
+            return agents.read_text() == before + LESSON + "\n"
+
+        await until(applied, 60)
+        history = await answer(bus, "history")
+        version = history["text"].splitlines()[1].split()[0]
+        reverted = await answer(bus, "revert", version)
+        again = await answer(bus, "revert", "zzzz")
+        audit = [(e["decision"], e["outcome"]) for e in
+                 await until(lambda: stored(bus, bus.subjects.stream_audit), 10)
+                 if e["actor"] == "executor"]
+        assert len(await prompts()) == 1
+    assert "AGENTS.md: a failed backup" in history["text"]
+    assert reverted["ok"] and f"Reverted version {version}" in reverted["text"]
+    assert agents.read_text() == before
+    assert not again["ok"] and "not a version" in again["text"]
+    assert log(settings.home) == [f"revert {version}: AGENTS.md: a failed backup (change "
+                                  f"{short_hash(propose(1).id, 8)}, by observer:reflection)",
+                                  log(settings.home)[1], "track the files as they were"]
+    assert ("gate.proposed", "asked") in audit and ("gate.applied", "approved") in audit
+    assert ("gate.reverted", "allowed") in audit
+
+
+async def test_policy_auto_applies_the_owners_changes_off_refuses_and_junk_is_dead_lettered(
+    settings_for: SettingsFor, bus: Bus,
+) -> None:
+    settings = settings_for(WM__MEMORY__AGENTS_MD="auto", WM__MEMORY__USER_MD="off")
+    home = settings.home
+    before = (home / "USER.md").read_text()
+    async with actors(settings, "executor", "approval"):
+        await bus.send(propose(1))  # the owner's conversation: applied at once
+        await bus.send(propose(2, is_owner=False, append="- from a stranger"))  # asks
+        await bus.send(propose(3, path="USER.md", append="- likes tea"))  # off: refused
+        for n, junk in enumerate(({"path": "config.toml"}, {"text": "x", "append": "y"},
+                                  {"append": ""}), start=4):
+            await bus.send(propose(n, **junk))
+
+        async def letters() -> list[dict[str, Any]]:
+            found = [d for d in await stored(bus, bus.subjects.stream_dlq)
+                     if "malformed change proposal" in d["reason"]]
+            return found if len(found) == 3 else []
+
+        dead = await until(letters, 60)
+
+        async def prompted() -> bool:
+            return any(p["type"] == "approval.prompt"
+                       for p in await stored(bus, bus.subjects.stream_out))
+
+        await until(prompted, 60)
+        # the agent's own tool, in the owner's turn: applied too (auto)
+        call = ToolRequest(id="terminal:o:1:tool:0:0", session="terminal:owner",
+                           turn_id="terminal:o:1", step=0, call_id="c1", name=TOOL,
+                           arguments={"file": "AGENTS.md", "append": "- Say hi.",
+                                      "reason": "greeting"}, is_owner=True)
+        await bus.send(call)
+
+        async def result() -> dict[str, Any] | None:
+            return next((e for e in await stored(bus, bus.subjects.stream_evt)
+                         if e["type"] == "tool.result" and e["name"] == TOOL), None)
+
+        told = await until(result, 60)
+    agents = (home / "AGENTS.md").read_text()
+    assert LESSON in agents and "- Say hi." in agents and "stranger" not in agents
+    assert told["ok"] and "Applied change" in told["output"]
+    assert (home / "USER.md").read_text() == before
+    reasons = " | ".join(d["reason"] for d in dead)
+    assert "'config.toml' is not one of the files" in reasons
+    assert reasons.count("give exactly one of 'text'") == 2
+    assert len(log(home)) == 3  # tracked, the lesson, the tool's change
