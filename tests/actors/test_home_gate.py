@@ -12,7 +12,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from actors.approval.actor import short_id
 from actors.executor.home_gate import TOOL
 from bus import Bus
 from contracts import (
