@@ -12,10 +12,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from actors.executor.home_gate import TOOL
+from actors.executor.home_gate import TOOL, hint
 from bus import Bus
 from contracts import (
     ApprovalDecision,
+    HomeAnswer,
     HomeCommand,
     HomeEditPropose,
     ToolRequest,
@@ -23,6 +24,7 @@ from contracts import (
 )
 from contracts.config import Settings
 from kit.safegit import run_git
+from supervisor.cli.memory_files import ask
 from tests.actors.harness import actors
 
 SettingsFor = Callable[..., Settings]
@@ -55,17 +57,11 @@ def propose(n: int, *, is_owner: bool = True, **fields: Any) -> HomeEditPropose:
                            principal="terminal:owner", is_owner=is_owner, **{**base, **fields})
 
 
-async def answer(bus: Bus, action: str, arg: str = "") -> dict[str, Any]:
-    """Send a HomeCommand as `wintermute memory` does and wait for its home.answer."""
+async def answer(settings: Settings, action: str, arg: str = "") -> HomeAnswer:
+    """A HomeCommand as `wintermute memory history|revert|...` sends it, and its answer."""
     cmd = HomeCommand(id=f"cli:{uuid.uuid4().hex}", action=action, arg=arg, principal="cli",
                       is_owner=True)
-    await bus.send(cmd)
-
-    async def found() -> dict[str, Any] | None:
-        return next((e for e in await stored(bus, bus.subjects.stream_evt)
-                     if e["type"] == "home.answer" and e["request"] == cmd.id), None)
-
-    return dict(await until(found, 60))
+    return await ask(settings, cmd, 60)
 
 
 def log(home: Path) -> list[str]:
@@ -90,8 +86,8 @@ async def test_a_suggested_change_waits_for_the_owner_then_applies_and_reverts(
         prompt = (await until(prompts, 60))[0]
         assert agents.read_text() == before  # nothing before the owner says yes
         assert "+" + LESSON in prompt["summary"] and "a failed backup" in prompt["summary"]
-        pending = await answer(bus, "pending")
-        assert "observer:reflection" in pending["text"]
+        pending = await answer(settings, "pending")
+        assert "observer:reflection" in pending.text
         decision = ApprovalDecision(id="tg:1:decision", approval_id=prompt["approval_id"],
                                     approved=True, principal="terminal:owner", is_owner=True)
         await bus.send(decision)
@@ -100,18 +96,18 @@ async def test_a_suggested_change_waits_for_the_owner_then_applies_and_reverts(
             return agents.read_text() == before + LESSON + "\n"
 
         await until(applied, 60)
-        history = await answer(bus, "history")
-        version = history["text"].splitlines()[1].split()[0]
-        reverted = await answer(bus, "revert", version)
-        again = await answer(bus, "revert", "zzzz")
+        history = await answer(settings, "history")
+        version = history.text.splitlines()[1].split()[0]
+        reverted = await answer(settings, "revert", version)
+        again = await answer(settings, "revert", "zzzz")
         audit = [(e["decision"], e["outcome"]) for e in
                  await until(lambda: stored(bus, bus.subjects.stream_audit), 10)
                  if e["actor"] == "executor"]
         assert len(await prompts()) == 1
-    assert "AGENTS.md: a failed backup" in history["text"]
-    assert reverted["ok"] and f"Reverted version {version}" in reverted["text"]
+    assert "AGENTS.md: a failed backup" in history.text
+    assert reverted.ok and f"Reverted version {version}" in reverted.text
     assert agents.read_text() == before
-    assert not again["ok"] and "not a version" in again["text"]
+    assert not again.ok and "not a version" in again.text
     assert log(settings.home) == [f"revert {version}: AGENTS.md: a failed backup (change "
                                   f"{short_hash(propose(1).id, 8)}, by observer:reflection)",
                                   log(settings.home)[1], "track the files as they were"]
@@ -165,3 +161,7 @@ async def test_policy_auto_applies_the_owners_changes_off_refuses_and_junk_is_de
     assert "'config.toml' is not one of the files" in reasons
     assert reasons.count("give exactly one of 'text'") == 2
     assert len(log(home)) == 3  # tracked, the lesson, the tool's change
+
+
+def test_a_command_that_touches_the_prompt_files_is_pointed_to_the_tool() -> None:
+    assert TOOL in hint("echo '- lesson' >> ~/AGENTS.md") and not hint("ls /workspace")

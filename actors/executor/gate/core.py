@@ -148,7 +148,7 @@ class WriteGate:
     async def _ask(self, p: GateProposal, current: str, why: str, session: str) -> None:
         change = diff(p.path, current, p.text)
         if len(change) > DIFF_CHARS:
-            change = change[:DIFF_CHARS] + "\n… (diff cut; `wintermute memory pending` shows it)"
+            change = change[:DIFF_CHARS] + "\n… (the rest of the diff is cut)"
         request = ApprovalRequest(
             id=f"{self.session_prefix}{p.id}:approve", session=f"{self.session_prefix}{p.id}",
             summary=f"Change {p.path} ({p.reason or 'no reason given'}; by {p.by}; "
