@@ -10,12 +10,14 @@ from contracts.channel import Sink
 class HomeEditPropose(Msg, frozen=True, kw_only=True, tag="home.propose"):
     """A proposed change to one gated file in the home, applied by the executor only after the
     owner approves or by policy (`[memory] agents_md` / `user_md`). Exactly one of `text` (the
-    whole new file) and `append` (lines added at its end) is set; anything else is dead-lettered
-    with the reason, nothing written."""
+    whole new file), `append` (lines added at its end) and `lessons` (a model's answer as it
+    wrote it: a JSON list of sentences, appended as bullets) is set; anything else, or lessons
+    that are not such a list, is dead-lettered with the reason, nothing written."""
 
     path: str  # AGENTS.md | USER.md
     text: str = ""
     append: str = ""
+    lessons: str = ""
     reason: str = ""
     by: str = ""  # who proposed: observer:reflection, heartbeat:digest, ...
     session: str = ""

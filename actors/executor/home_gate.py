@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_str
 from actors.executor.gate.core import WriteGate
 from actors.executor.gate.revert import history, revert
@@ -34,6 +36,29 @@ def home_gate(actor: ExecutorActor) -> WriteGate:
         return str(getattr(actor.config.memory, key)), f"memory.{key}"
 
     return WriteGate(actor, "home", actor.home, actor.home / "data" / "home.git", FILES, policy_of)
+
+
+MAX_LESSONS = 10
+MAX_LESSON_CHARS = 300
+_lessons = msgspec.json.Decoder(list[str])
+
+
+def bullets(answer: str) -> str:
+    """A model's lessons (a JSON list of sentences, inside prose or a code fence too) as
+    bullet lines ("" for an empty list); ValueError saying why it is not such a list."""
+    start, end = answer.find("["), answer.rfind("]")
+    if start < 0 or end < start:
+        raise ValueError("the model's lessons hold no JSON list")
+    try:
+        items = _lessons.decode(answer[start : end + 1])
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ValueError(f"the model's lessons are not a list of sentences: {exc}") from exc
+    if len(items) > MAX_LESSONS:
+        raise ValueError(f"the model gave {len(items)} lessons; at most {MAX_LESSONS}")
+    lines = [" ".join(item.split()) for item in items]
+    if any(not line or len(line) > MAX_LESSON_CHARS for line in lines):
+        raise ValueError(f"each lesson must be 1 to {MAX_LESSON_CHARS} characters")
+    return "".join(f"- {line}\n" for line in lines)
 
 
 def compose(gate: WriteGate, path: str, text: str, append: str) -> str:
@@ -115,9 +140,16 @@ class HomeFiles:
 
     async def propose(self, msg: HomeEditPropose) -> None:
         """A change from the observer or the heartbeat; malformed: dead-lettered, not written."""
+        redact = self.actor.ctx.redactor.redact
         try:
-            text = compose(self.gate, msg.path, self.actor.ctx.redactor.redact(msg.text),
-                           self.actor.ctx.redactor.redact(msg.append))
+            append = msg.append
+            if msg.lessons:
+                if msg.append:
+                    raise ValueError("give 'lessons' or 'append', not both")
+                append = bullets(msg.lessons)
+                if not append:
+                    return  # the model found nothing to learn
+            text = compose(self.gate, msg.path, redact(msg.text), redact(append))
             await self.gate.propose(_hash(msg.id, 8), msg.path, text, reason=msg.reason,
                                     by=msg.by or "another actor", is_owner=msg.is_owner,
                                     session=msg.session)

@@ -30,8 +30,10 @@ class ObserverActor(Actor):
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
         from actors.observer._learn import Learner
+        from actors.observer._reflect import Reflector
 
         self.learner = Learner(self)
+        self.reflector = Reflector(self)  # lessons from failed tool calls, for AGENTS.md
         self.spawn(self._idle_loop(), "idle")
 
     async def handle(self, raw: msgspec.Raw) -> None:
@@ -53,8 +55,10 @@ class ObserverActor(Actor):
         if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):
             self.last_activity[session] = time.time()
         self.learner.seen(payload)
+        self.reflector.seen(payload)
         if payload.get("type") == "llm.response":
             await self.learner.answered(payload)
+            await self.reflector.answered(payload)
 
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs
@@ -71,4 +75,5 @@ class ObserverActor(Actor):
                     self.idle_sent[session] = last
                     del self.last_activity[session]
                     await self.learner.idle(session, event.id)
+                    await self.reflector.idle(session, event.id)
             await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

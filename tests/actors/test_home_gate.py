@@ -19,13 +19,17 @@ from contracts import (
     HomeAnswer,
     HomeCommand,
     HomeEditPropose,
+    Sink,
     ToolRequest,
+    ToolResult,
+    TurnRequest,
     short_hash,
 )
 from contracts.config import Settings
 from kit.safegit import run_git
 from supervisor.cli.memory_files import ask
 from tests.actors.harness import actors
+from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
 LESSON = "- Check the disk is mounted before backing up to it."
@@ -165,3 +169,40 @@ async def test_policy_auto_applies_the_owners_changes_off_refuses_and_junk_is_de
 
 def test_a_command_that_touches_the_prompt_files_is_pointed_to_the_tool() -> None:
     assert TOOL in hint("echo '- lesson' >> ~/AGENTS.md") and not hint("ls /workspace")
+
+
+async def test_failed_tool_calls_become_proposed_lessons_and_a_malformed_answer_a_dead_letter(
+    fake: FakeLLM, settings_for: SettingsFor, bus: Bus,
+) -> None:
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__OBSERVER__LEARN="false",
+                            WM__OBSERVER__IDLE_SECS="0.5", WM__MEMORY__AGENTS_MD="auto")
+    agents = settings.home / "AGENTS.md"
+    sink = Sink(channel="terminal", chat="owner")
+    async with actors(settings, "llm", "executor", "observer"):
+        for chat, output in (("a", "No such file: /backup/disk"), ("b", "garbage-json"),
+                             ("c", None)):
+            session = f"terminal:{chat}"
+            turn = TurnRequest(id=f"{session}:1", session=session, principal="terminal:owner",
+                               is_owner=True, text="back up my notes", reply_to=sink)
+            await bus.send(turn)
+            result = ToolResult(id=f"{session}:1:tool:0:0:result", session=session,
+                                turn_id=turn.id, step=0, call_id="c", name="execute_command",
+                                ok=output is None, output=output or "exit code 0\ndone")
+            await bus.send(result)
+
+        async def lesson() -> bool:
+            return "find the cause before retrying" in agents.read_text()
+
+        await until(lesson, 60)
+
+        async def letter() -> dict[str, Any] | None:
+            return next((d for d in await stored(bus, bus.subjects.stream_dlq)
+                         if "malformed change proposal" in d["reason"]), None)
+
+        dead = await until(letter, 60)
+        requests = [r for r in fake.requests
+                    if "[tool reflection]" in r["messages"][0]["content"]]
+    assert "- When execute_command fails (No such file: /backup/disk)" in agents.read_text()
+    assert "no JSON list" in dead["reason"] and "observer:reflection" in dead["reason"]
+    assert len(requests) == 2  # session c had no failure: no reflection, no model call
+    assert "garbage" not in agents.read_text()
