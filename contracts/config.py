@@ -324,6 +324,9 @@ class ObserverConfig(_Section):
     # After a session with failed tool calls, ask the model what failed and what worked and
     # propose the lessons for AGENTS.md through the WriteGate.
     reflect: bool = True
+    # AGENTS.md past this many lines: the model consolidates it and the result goes through
+    # the WriteGate (0: never).
+    agents_md_max_lines: int = 100
 
 
 MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
@@ -482,6 +485,9 @@ class HeartbeatConfig(_Section):
     tool_review: str = "0 4 1 * *"
     tool_review_unused_days: int = 30
     tool_review_min_success: float = 0.5
+    # Weekly digest: a scheduled turn in which the agent merges what it remembers about the
+    # owner into USER.md through the WriteGate (edit_agent_file). A cron expression; "": off.
+    user_digest: str = "0 5 * * 0"
 
 
 class ScheduledTask(_Section):
@@ -764,14 +770,15 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
-    if agent.heartbeat.tool_review:
-        from contracts.schedule import check_cron
+    for key in ("tool_review", "user_digest"):
+        if cron := getattr(agent.heartbeat, key):
+            from contracts.schedule import check_cron
 
-        try:
-            check_cron(agent.heartbeat.tool_review)
-        except ScheduleError as exc:
-            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
-                from None
+            try:
+                check_cron(cron)
+            except ScheduleError as exc:
+                raise ConfigError(f"agent.toml: invalid value for 'heartbeat.{key}': {exc}") \
+                    from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

@@ -250,7 +250,7 @@ class ScheduledJob(Record, frozen=True, kw_only=True):
     """One job of the heartbeat's schedule, as `wintermute tasks` shows it."""
 
     name: str
-    kind: Literal["task", "cadence", "proactive", "review"]
+    kind: Literal["task", "cadence", "proactive", "review", "digest"]
     when: str = ""  # the schedule in words
     prompt: str = ""
     sink: str = ""

@@ -206,3 +206,21 @@ async def test_failed_tool_calls_become_proposed_lessons_and_a_malformed_answer_
     assert "no JSON list" in dead["reason"] and "observer:reflection" in dead["reason"]
     assert len(requests) == 2  # session c had no failure: no reflection, no model call
     assert "garbage" not in agents.read_text()
+
+
+async def test_an_agents_md_past_its_limit_is_consolidated_through_the_gate(
+    fake: FakeLLM, settings_for: SettingsFor, bus: Bus,
+) -> None:
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model",
+                            WM__MEMORY__AGENTS_MD="auto")
+    agents = settings.home / "AGENTS.md"
+    agents.write_text("# AGENTS.md\n" + "".join(f"- lesson {i % 10}\n" for i in range(120)))
+    async with actors(settings, "llm", "executor", "observer"):
+
+        async def consolidated() -> bool:
+            return len(agents.read_text().splitlines()) == 11
+
+        await until(consolidated, 60)
+    assert agents.read_text() == "# AGENTS.md\n" + "".join(f"- lesson {i}\n" for i in range(10))
+    # both versions are kept: the long file (tracked as it was) and the consolidated one
+    assert log(settings.home)[0].startswith("AGENTS.md: consolidated: it had grown past 100")

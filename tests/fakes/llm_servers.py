@@ -21,6 +21,7 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
                                            joined with "; " (see `_summarise`)
 - a "[tool reflection]" system prompt   -> a JSON list with one lesson per FAILED tool call
                                            (see `_reflect`)
+- an "[agents consolidation]" system prompt -> the file with repeated lines dropped
 - otherwise                             -> text "echo: <last user message>"
 
 Outages are scripted on the server, not in the conversation: each entry of `FakeLLM.faults`
@@ -136,6 +137,8 @@ def decide(messages: list[dict[str, Any]]) -> Decision:
         return _summarise(messages[-1]["content"])
     if "[tool reflection]" in system:
         return _reflect(messages[-1]["content"])
+    if "[agents consolidation]" in system:
+        return Decision(text="\n".join(dict.fromkeys(messages[-1]["content"].splitlines())))
     last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
     if match := _LOOP.search(last_user):
         return Decision(tool="execute_command", arguments={"command": match.group(1).strip()})
