@@ -28,7 +28,7 @@ from contracts import (
 from contracts.config import Settings
 from kit.safegit import run_git
 from supervisor.cli.memory_files import ask
-from tests.actors.harness import actors
+from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
@@ -224,3 +224,28 @@ async def test_an_agents_md_past_its_limit_is_consolidated_through_the_gate(
     assert agents.read_text() == "# AGENTS.md\n" + "".join(f"- lesson {i}\n" for i in range(10))
     # both versions are kept: the long file (tracked as it was) and the consolidated one
     assert log(settings.home)[0].startswith("AGENTS.md: consolidated: it had grown past 100")
+
+
+async def test_the_agent_proposes_the_owner_approves_in_chat_and_reverts_with_memory_revert(
+    fake: FakeLLM, settings_for: SettingsFor,
+) -> None:
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model")
+    agents = settings.home / "AGENTS.md"
+    before = agents.read_text()
+    args = json.dumps({"file": "AGENTS.md", "append": "- Answer in English.",
+                       "reason": "the owner asked"})
+    async with actors(settings, *ALL), chat(settings) as owner:
+        told = await owner.ask(f"tool:{TOOL} {args}", timeout=60)
+        assert "the owner was asked to approve it" in told and agents.read_text() == before
+        prompt = await owner.next(("approval",), timeout=60)
+        assert "+- Answer in English." in prompt.text
+        await owner.say(f"/approve {prompt.ref}")
+        applied = await owner.next(("notice",), timeout=60)
+        while "Applied change" not in applied.text:
+            applied = await owner.next(("notice",), timeout=60)
+        assert agents.read_text() == before + "- Answer in English.\n"
+        await owner.say("/memory revert")
+        reverted = await owner.next(("notice",), timeout=60)
+        while "Reverted version" not in reverted.text:
+            reverted = await owner.next(("notice",), timeout=60)
+    assert agents.read_text() == before
