@@ -125,20 +125,23 @@ class WriteGate:
         if why := self.check(path, text):
             raise ValueError(why)
         async with self.lock:
-            known = await self.get(pid)
-            if known is not None:
-                return known  # redelivered: decided already
             current = self.read(path)
-            p = GateProposal(id=pid, path=path, text=text, base=digest(current),
-                             reason=reason[:300], by=by, created=time.time())
             policy, key = self.policy_of(path)
-            if policy == "off":
-                p = msgspec.structs.replace(p, status="refused",
-                                            why=f"changes to {path} are off ({key} = \"off\")")
+            p = await self.get(pid)
+            if p is not None and p.status != "pending":
+                return p  # redelivered: decided already
+            if p is None:
+                p = GateProposal(id=pid, path=path, text=text, base=digest(current),
+                                 reason=reason[:300], by=by, created=time.time())
+                if policy == "off":
+                    p = msgspec.structs.replace(
+                        p, status="refused", why=f"changes to {path} are off ({key} = \"off\")")
+                    await self._put(p)
+                    await self._audit(p, "proposed", "refused", p.why, session)
+                    return p
                 await self._put(p)
-                await self._audit(p, "proposed", "refused", p.why, session)
-                return p
-            await self._put(p)
+            # Still pending (new, or redelivered after a crash): apply or ask again; the
+            # approval request's id is the same, so the owner is asked once.
             if policy == "auto" and is_owner:
                 return await self._apply(p, by=f"policy ({key} = \"auto\")", session=session)
         await self._ask(p, current, key if policy == "suggest" else
