@@ -249,3 +249,33 @@ async def test_the_agent_proposes_the_owner_approves_in_chat_and_reverts_with_me
         while "Reverted version" not in reverted.text:
             reverted = await owner.next(("notice",), timeout=60)
     assert agents.read_text() == before
+
+
+async def test_versions_are_reverted_newest_first_and_a_hand_edit_is_a_version_too(
+    settings_for: SettingsFor, bus: Bus,
+) -> None:
+    settings = settings_for(WM__MEMORY__AGENTS_MD="auto")
+    agents = settings.home / "AGENTS.md"
+    original = agents.read_text()
+    async with actors(settings, "executor"):
+        await bus.send(propose(1, append="- one"))
+        await until(lambda: answer(settings, "history"))
+
+        async def has(line: str) -> bool:
+            return line in agents.read_text()
+
+        await until(lambda: has("- one"), 30)
+        agents.write_text(agents.read_text() + "- by hand\n")  # the owner edits the file
+        await bus.send(propose(2, append="- two"))
+        await until(lambda: has("- two"), 30)
+        first, hand, second = (log(settings.home)[i] for i in (2, 1, 0))
+        versions = (await answer(settings, "history")).text.splitlines()[1:]
+        oldest_change = versions[2].split()[0]
+        refused = await answer(settings, "revert", oldest_change)
+        newest = await answer(settings, "revert")
+        hand_undone = await answer(settings, "revert", versions[1].split()[0])
+        first_undone = await answer(settings, "revert", oldest_change)
+    assert "(change " in first and hand == "AGENTS.md: edited outside the gate" and "(change " in second
+    assert not refused.ok and "changed after version" in refused.text
+    assert newest.ok and hand_undone.ok and first_undone.ok, (newest, hand_undone, first_undone)
+    assert agents.read_text() == original

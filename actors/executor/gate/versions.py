@@ -36,6 +36,7 @@ class Versions:
     def __init__(self, root: Path, gdir: Path, files: tuple[str, ...]) -> None:
         self.root, self.gdir, self.files = root, gdir, files
         self._ready = False
+        self._init = asyncio.Lock()  # a history and an apply may both be first
 
     async def _git(self, *args: str, check: bool = True) -> tuple[int, str]:
         return await git(self.root, *args, check=check, gdir=self.gdir)
@@ -44,6 +45,12 @@ class Versions:
         """Create the repository (tracking the files as they are) unless it exists."""
         if self._ready:
             return
+        async with self._init:
+            if not self._ready:
+                await self._create()
+                self._ready = True
+
+    async def _create(self) -> None:
         if not (self.gdir / "HEAD").is_file():
             self.gdir.parent.mkdir(parents=True, exist_ok=True)
             await self._git("init", "-q")
@@ -51,11 +58,12 @@ class Versions:
             exclude = self.gdir / "info" / "exclude"
             exclude.parent.mkdir(parents=True, exist_ok=True)
             exclude.write_text("/*\n" + "".join(f"!/{name}\n" for name in self.files))
+        # No commit yet (new, or a crash right after init): track the files as they are.
+        if (await self._git("rev-parse", "--verify", "-q", "HEAD", check=False))[0] != 0:
             present = [f for f in self.files if (self.root / f).is_file()]
             if present:
                 await self._git("add", "--", *present)
             await self._git("commit", "-q", "--allow-empty", "-m", TRACK_MESSAGE)
-        self._ready = True
 
     async def commit(self, message: str, *paths: str) -> str:
         """Commit `paths` as they are now; the short id of the commit that holds them (the last
