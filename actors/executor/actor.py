@@ -72,6 +72,9 @@ class ExecutorActor(Actor):
             self.registry.add(docker_tool)
         self.scripts = ScriptsService(self)  # agent-created tools from scripts/
         await self.scripts.start()
+        from actors.executor.skills import attach_skills
+
+        self.skills = await attach_skills(self)  # skills/: load_skill, run_skill_script, ...
         self.mcp: McpHub | None = None
         self._mcp_names: set[str] = set()
         if self.config.mcp.servers:  # the SDK is imported only when servers are configured
@@ -110,8 +113,10 @@ class ExecutorActor(Actor):
         await self.scripts.publish(self.registry.specs())
         hub: McpHub | None = getattr(self, "mcp", None)
         mcp = hub.facts() if hub is not None else {}
+        skills = getattr(self, "skills", None)
         facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(), "mcp": mcp,
-                                 "agent_tools": self.scripts.names()}, ExecutorFacts)
+                                 "agent_tools": self.scripts.names(),
+                                 **(skills.facts() if skills else {})}, ExecutorFacts)
         await self.bus.kv_put(self.subjects.kv_state, "executor", facts)
 
     def health_info(self) -> dict[str, Any]:

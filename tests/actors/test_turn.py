@@ -224,6 +224,7 @@ async def test_scheduled_task_delivers_to_its_sink(
     assert (settings.home / "health.json").exists()
     identity = (settings.home / "IDENTITY.md").read_text()
     assert "openai/test-model" in identity and "execute_command" in identity
+    assert "- skills: meeting-notes, word-count" in identity  # shipped by init, read by the executor
 
 
 async def test_observer_logs_events_and_announces_idle_sessions(
