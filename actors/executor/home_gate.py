@@ -78,11 +78,12 @@ def compose(gate: WriteGate, path: str, text: str, append: str) -> str:
 
 
 def hint(command: str) -> str:
-    """What to say when a command tried to touch the prompt files it cannot reach."""
+    """What to add to a command's output when it named the prompt files: in a sandbox it fails
+    ("Read-only file system") or writes a copy the agent never reads."""
     if not any(name in command for name in FILES):
         return ""
-    return (f"\n(AGENTS.md and USER.md are outside the sandbox; change them with the {TOOL} "
-            "tool, which puts the change to the owner.)")
+    return (f"\n(To change AGENTS.md or USER.md use the {TOOL} tool: it puts the change to the "
+            "owner and keeps it revertible; commands cannot write them from a sandbox.)")
 
 
 class EditAgentFile(Tool):

@@ -54,7 +54,7 @@ class ExecuteCommand(Tool):
                 timed_out=True,
             )
         return ToolOutput(ok=res.exit_code == 0, output=f"exit code {res.exit_code}\n{res.output}"
-                          + (hint(command) if res.exit_code else ""))
+                          + hint(command))
 
 
 class MemorySaveTool(Tool):
