@@ -140,7 +140,7 @@ class HomeFiles:
         self.tool = EditAgentFile(self.gate)
 
     async def propose(self, msg: HomeEditPropose) -> None:
-        """A change from the observer or the heartbeat; malformed: dead-lettered, not written."""
+        """A change from the observer; malformed: dead-lettered, nothing read or written."""
         redact = self.actor.ctx.redactor.redact
         try:
             append = msg.append
@@ -158,12 +158,11 @@ class HomeFiles:
             raise Reject(f"malformed change proposal from {msg.by or 'unknown'}: {exc}") from exc
 
     async def command(self, msg: HomeCommand) -> None:
-        if not msg.is_owner:
-            ok, text = False, "Only the owner can look at or change the versions of AGENTS.md."
-        else:
+        ok, text, commit = False, "Only the owner can see or change AGENTS.md's versions.", ""
+        if msg.is_owner:
             ok, text, commit = await self._do(msg)
         await self.actor.send(HomeAnswer(id=f"{msg.id}:answer", request=msg.id, ok=ok, text=text,
-                                         commit=commit if msg.is_owner else ""))
+                                         commit=commit))
         if msg.reply_to is not None:
             await self.actor.send(Notice(id=f"{msg.id}:notice", sink=msg.reply_to, text=text,
                                          source="executor"))

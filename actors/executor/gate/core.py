@@ -19,6 +19,7 @@ import difflib
 import hashlib
 import logging
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+PID_RE = re.compile(r"[0-9a-f]{8}")  # a proposal id (derived: short_hash of its cause)
 MAX_CHARS = 12_000  # what the planner reads of a prompt file (actors/planner/context.py)
 DIFF_CHARS = 1_500  # of the diff shown in the approval prompt
 
@@ -121,7 +123,10 @@ class WriteGate:
 
     async def propose(self, pid: str, path: str, text: str, *, reason: str, by: str,
                       is_owner: bool, session: str = "") -> GateProposal:
-        """Record the change and apply, ask or refuse it by policy. ValueError if malformed."""
+        """Record the change and apply, ask or refuse it by policy. `pid` is 8 hex characters
+        derived from what caused the change (a redelivery finds it). ValueError if malformed."""
+        if not PID_RE.fullmatch(pid):
+            raise ValueError(f"{pid!r} is not a change id (8 hex characters)")
         if why := self.check(path, text):
             raise ValueError(why)
         async with self.lock:
@@ -170,7 +175,8 @@ class WriteGate:
     async def resolved(self, msg: ApprovalResolved) -> None:
         """The owner's answer: approved applies, denied drops; expired leaves it pending (the
         owner can still apply it: `/memory apply ID`)."""
-        p = await self.get(msg.session.removeprefix(self.session_prefix))
+        pid = msg.session.removeprefix(self.session_prefix)
+        p = await self.get(pid) if PID_RE.fullmatch(pid) else None
         if p is None or p.status != "pending" or msg.status == "expired":
             return
         if msg.status == "approved":
@@ -182,9 +188,9 @@ class WriteGate:
     async def decide(self, pid: str, *, approve: bool, by: str) -> tuple[bool, str]:
         """Apply or drop a pending change on the owner's command; (ok, a sentence)."""
         async with self.lock:
-            p = await self.get(pid)
+            p = await self.get(pid) if PID_RE.fullmatch(pid) else None
             if p is None:
-                return False, f"There is no proposed change {pid}."
+                return False, f"There is no proposed change {pid!r}; see the waiting changes."
             if p.status != "pending":
                 return False, f"Change {pid} is already {p.status}."
             if approve:
