@@ -275,7 +275,9 @@ async def test_versions_are_reverted_newest_first_and_a_hand_edit_is_a_version_t
         newest = await answer(settings, "revert")
         hand_undone = await answer(settings, "revert", versions[1].split()[0])
         first_undone = await answer(settings, "revert", oldest_change)
+        unknown = await answer(settings, "apply", "x.*>")  # never a KV key
     assert "(change " in first and hand == "AGENTS.md: edited outside the gate" and "(change " in second
     assert not refused.ok and "changed after version" in refused.text
     assert newest.ok and hand_undone.ok and first_undone.ok, (newest, hand_undone, first_undone)
     assert agents.read_text() == original
+    assert not unknown.ok and "There is no proposed change 'x.*>'" in unknown.text
