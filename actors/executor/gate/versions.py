@@ -54,10 +54,13 @@ class Versions:
         if not (self.gdir / "HEAD").is_file():
             self.gdir.parent.mkdir(parents=True, exist_ok=True)
             await self._git("init", "-q")
-            # Nothing but the named files, so no git command ever walks the whole folder.
-            exclude = self.gdir / "info" / "exclude"
+        # Nothing but the named files, so no git command ever walks the whole folder (written
+        # again when missing: a repository restored from a backup has none).
+        exclude = self.gdir / "info" / "exclude"
+        rules = "/*\n" + "".join(f"!/{name}\n" for name in self.files)
+        if not exclude.is_file() or exclude.read_text() != rules:
             exclude.parent.mkdir(parents=True, exist_ok=True)
-            exclude.write_text("/*\n" + "".join(f"!/{name}\n" for name in self.files))
+            exclude.write_text(rules)
         # No commit yet (new, or a crash right after init): track the files as they are.
         if (await self._git("rev-parse", "--verify", "-q", "HEAD", check=False))[0] != 0:
             present = [f for f in self.files if (self.root / f).is_file()]
