@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
+from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert | HomeEditPropose | HomeCommand
 
 
-class ExecutorActor(Actor):
+class ExecutorActor(Actor, CapabilityGate):
     name = "executor"
     inbox = ExecutorInbox
 
@@ -144,6 +145,10 @@ class ExecutorActor(Actor):
 
     async def _on_request(self, req: ToolRequest) -> None:
         await self.scripts.refresh()  # hot reload: files edited since the last look
+        problem = self._capability_problem(req)
+        if problem:  # no valid token for this call under its turn's template: never run
+            await self._refuse(req, "capability", problem)
+            return
         tool = self._tool(req.name)
         if tool is None:
             await self._result(req, False, self.scripts.unknown(req.name, self.registry.names()))
@@ -249,8 +254,10 @@ class ExecutorActor(Actor):
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
         label = await self._label(req, out.label)
-        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id,
-                           label=label)
+        withheld = await self._read_up(req, label)  # above the template's ceiling: not shown
+        await self._result(req, out.ok and not withheld, withheld or out.output,
+                           deferred=deferred, result_id=result_id,
+                           label=labels.INTERNAL if withheld else label)
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -267,6 +274,13 @@ class ExecutorActor(Actor):
             return
         result_id = f"{msg.id}:result"
         tool = self._tool(call.name)
+        problem = self._capability_problem(call, approved=True)
+        if msg.status == "approved" and problem:  # approved, but not what a turn asked for
+            await self._result(call, False, problem, deferred=True, result_id=result_id)
+            await self.audit_decision("tool.refused", "refused", problem, about=result_id,
+                                      session=call.session,
+                                      refs={"tool": call.name, "rule": "capability"})
+            return
         if msg.status == "approved" and tool is not None:
             await self._run(tool, call, deferred=True, result_id=result_id)
             return
