@@ -29,6 +29,7 @@ from contracts.config import Settings
 from kit.safegit import run_git
 from supervisor.cli.memory_files import ask
 from tests.actors.harness import ALL, actors, chat
+from tests.capability import signed
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
@@ -149,8 +150,9 @@ async def test_policy_auto_applies_the_owners_changes_off_refuses_and_junk_is_de
         call = ToolRequest(id="terminal:o:1:tool:0:0", session="terminal:owner",
                            turn_id="terminal:o:1", step=0, call_id="c1", name=TOOL,
                            arguments={"file": "AGENTS.md", "append": "- Say hi.",
-                                      "reason": "greeting"}, is_owner=True)
-        await bus.send(call)
+                                      "reason": "greeting"}, is_owner=True,
+                           principal="terminal:owner")
+        await bus.send(signed(call, "owner"))  # as the planner signs it (capability token)
 
         async def result() -> dict[str, Any] | None:
             return next((e for e in await stored(bus, bus.subjects.stream_evt)
