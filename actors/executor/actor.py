@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -51,6 +52,17 @@ class ExecutorActor(Actor, CapabilityGate):
     inbox = ExecutorInbox
 
     async def on_start(self) -> None:
+        # Picking the sandbox (probing a Docker API, trying bwrap) takes up to seconds: it runs
+        # after the first health report, and messages wait for it in `handle`.
+        self._ready = asyncio.Event()
+        self.spawn(self._start(), "setup")
+
+    async def _start(self) -> None:
+        await self._set_up()
+        self._ready.set()
+        await asyncio.Event().wait()  # background tasks last the actor's life (base.spawn)
+
+    async def _set_up(self) -> None:
         secrets = load_dotenv(self.home / ".env")
         # Follows .env and the NATS credential files: a secret added later is redacted too.
         redactor = HomeRedactor(self.home, os.environ)
@@ -97,15 +109,17 @@ class ExecutorActor(Actor, CapabilityGate):
 
     async def _mcp_changed(self) -> None:
         if not hasattr(self, "registry"):
-            return  # still starting: on_start publishes once all servers answered
+            return  # still starting: _set_up publishes once all servers answered
         self._sync_mcp()
         with contextlib.suppress(Exception):
             await self.publish_tools()
 
     async def on_stop(self) -> None:
-        if self.mcp is not None:
-            await self.mcp.stop()
-        await self.sandbox.close()
+        hub: McpHub | None = getattr(self, "mcp", None)  # unset while still setting up
+        if hub is not None:
+            await hub.stop()
+        if getattr(self, "sandbox", None) is not None:
+            await self.sandbox.close()
 
     async def publish_tools(self) -> None:
         """Tell the planner (tool definitions), the heartbeat (IDENTITY.md) and `wintermute
@@ -127,6 +141,7 @@ class ExecutorActor(Actor, CapabilityGate):
                 "tools": len(registry.names()) if registry else 0}
 
     async def handle(self, msg: ExecutorInbox) -> None:
+        await self._ready.wait()  # the consumer keeps the message in progress meanwhile
         match msg:
             case ToolRequest():
                 await self._on_request(msg)
