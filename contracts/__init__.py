@@ -17,6 +17,7 @@ from contracts.channel import (
     TerminalInput,
     TurnRequest,
 )
+from contracts.home import HomeAnswer, HomeCommand, HomeEditPropose
 from contracts.llm import (
     ChatMessage,
     LlmPreview,
@@ -92,6 +93,9 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     TaskOutcome,
     HoldRelease,
     AuditEvent,
+    HomeEditPropose,
+    HomeCommand,
+    HomeAnswer,
 )
 
 AnyMsg = (
@@ -131,6 +135,9 @@ AnyMsg = (
     | TaskOutcome
     | HoldRelease
     | AuditEvent
+    | HomeEditPropose
+    | HomeCommand
+    | HomeAnswer
 )
 
 __all__ = [
@@ -147,6 +154,9 @@ __all__ = [
     "Delegation",
     "Delivered",
     "Health",
+    "HomeAnswer",
+    "HomeCommand",
+    "HomeEditPropose",
     "HoldRelease",
     "Intervention",
     "LlmPreview",

@@ -328,11 +328,20 @@ class ObserverConfig(_Section):
     idle_secs: float = 600.0
     # On session.idle, ask the model (role `observer`) what to remember from the conversation.
     learn: bool = True
+    # After a session with failed tool calls, ask the model what failed and what worked and
+    # propose the lessons for AGENTS.md through the WriteGate.
+    reflect: bool = True
+    # AGENTS.md past this many lines: the model consolidates it and the result goes through
+    # the WriteGate (0: never).
+    agents_md_max_lines: int = 100
 
 
 CONFLICT_STRATEGIES = ("overwrite_latest", "keep_both", "ask")
 MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
                  "procedure": "suggest"}
+
+
+GatePolicy = Literal["auto", "suggest", "off"]
 
 
 class MemoryConfig(_Section):
@@ -359,6 +368,12 @@ class MemoryConfig(_Section):
     # keeping the last compact_keep messages, again each time another such share is used.
     compact_at: float = 0.6
     compact_keep: int = 8
+
+    # The WriteGate (actors/executor/gate): changes proposed to AGENTS.md and USER.md by the
+    # agent, reflection or digests are applied after the owner approves (suggest), at once
+    # (auto; a non-owner turn's proposal still asks), or refused (off).
+    agents_md: GatePolicy = "suggest"
+    user_md: GatePolicy = "suggest"
 
     def __post_init__(self) -> None:
         if self.conflict not in CONFLICT_STRATEGIES:
@@ -523,6 +538,9 @@ class HeartbeatConfig(_Section):
     dreaming: str = "30 3 * * *"
     tool_review_unused_days: int = 30
     tool_review_min_success: float = 0.5
+    # Weekly digest: a scheduled turn in which the agent merges what it remembers about the
+    # owner into USER.md through the WriteGate (edit_agent_file). A cron expression; "": off.
+    user_digest: str = "0 5 * * 0"
 
 
 class ScheduledTask(_Section):
@@ -839,7 +857,7 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
-    for key in ("tool_review", "dreaming"):
+    for key in ("tool_review", "dreaming", "user_digest"):
         cron = getattr(agent.heartbeat, key)
         if cron:
             from contracts.schedule import check_cron

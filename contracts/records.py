@@ -281,7 +281,7 @@ class ScheduledJob(Record, frozen=True, kw_only=True):
     """One job of the heartbeat's schedule, as `wintermute tasks` shows it."""
 
     name: str
-    kind: Literal["task", "cadence", "proactive", "review", "dream"]
+    kind: Literal["task", "cadence", "proactive", "review", "dream", "digest"]
     when: str = ""  # the schedule in words
     prompt: str = ""
     sink: str = ""
@@ -386,3 +386,27 @@ class Workflow(Record, frozen=True, kw_only=True):
     purpose: str = "user"  # what the sub-tasks' model calls are charged as
     created: float = 0.0
     nodes: list[WorkflowNode] = msgspec.field(default_factory=list)
+
+
+GateState = Literal["pending", "applied", "denied", "refused"]
+
+
+class GateProposal(Record, frozen=True, kw_only=True):
+    """wm_state `gate.<id>`: a change proposed to a gated file (AGENTS.md, USER.md; later
+    agent-written skills), waiting for the owner or decided; `base` is the sha256 of the file
+    it was made against (applied only while the file is still that), `commit` the version
+    that applied it."""
+
+    id: str
+    path: str
+    text: str
+    base: str
+    reason: str = ""
+    by: str = ""
+    created: float = 0.0
+    status: GateState = "pending"
+    commit: str = ""
+    why: str = ""  # a refusal's sentence
+
+
+ALL_RECORDS += (GateProposal,)

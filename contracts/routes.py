@@ -26,6 +26,7 @@ from contracts.channel import (
     TerminalInput,
     TurnRequest,
 )
+from contracts.home import HomeAnswer, HomeCommand, HomeEditPropose
 from contracts.llm import LlmPreview, LlmProgress, LlmRequest, LlmResponse
 from contracts.memory import (
     MemoryAdmin,
@@ -183,6 +184,10 @@ ROUTES: tuple[Route, ...] = (
           "learning and the planner's summaries use role `observer`"),
     Route(ToolRequest, "cmd.executor.run", ("planner",)),
     Route(ScriptsRevert, "cmd.executor.revert", ("channel", CLI, SUPERVISOR)),
+    Route(HomeEditPropose, "cmd.executor.propose", ("observer",),
+          "a change to AGENTS.md/USER.md for the WriteGate (reflection, consolidation)"),
+    Route(HomeCommand, "cmd.executor.home", ("channel", CLI),
+          "`/memory history, changes, apply, drop, revert` and `wintermute memory` the same"),
     Route(MemorySave, "cmd.memory.save", ("executor",),
           "with the turn's principal and owner flag: the memory actor derives the scope"),
     Route(MemorySearch, "cmd.memory.search", ("executor",)),
@@ -217,6 +222,9 @@ ROUTES: tuple[Route, ...] = (
           keys=lambda m: {"request": short_hash(m.request, 16)}),
     Route(MemoryChanged, "evt.memory.changed.{memory_id}", ("memory",),
           "audit: every change to a memory"),
+    Route(HomeAnswer, "evt.home.answer.{request}", ("executor",),
+          "what a `home.command` did; awaited by `wintermute memory history` and `revert`",
+          keys=lambda m: {"request": short_hash(m.request, 16)}),
     Route(ApprovalResolved, "evt.approval.resolved.{session}", ("approval",)),
     Route(SessionIdle, "evt.session.idle.{session}", ("observer",)),
     Route(TaskOutcome, "evt.task.outcome.{task}", ("planner",),

@@ -16,6 +16,7 @@ from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
+from actors.executor.home_gate import HomeFiles
 from actors.executor.mcp import McpHub
 from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
@@ -25,6 +26,8 @@ from bus import tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
+    HomeCommand,
+    HomeEditPropose,
     ScriptsRevert,
     Sink,
     ToolOutcome,
@@ -41,7 +44,7 @@ from state.holds import tool_status
 
 log = logging.getLogger(__name__)
 
-ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
+ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert | HomeEditPropose | HomeCommand
 
 
 class ExecutorActor(Actor, CapabilityGate):
@@ -74,6 +77,8 @@ class ExecutorActor(Actor, CapabilityGate):
         gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
                 else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
+        self.home_files = HomeFiles(self)  # AGENTS.md and USER.md behind the WriteGate
+        self.registry.add(self.home_files.tool)
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
         if docker_tool := await docker_manage_tool(self.config):
@@ -144,6 +149,10 @@ class ExecutorActor(Actor, CapabilityGate):
                 await self._on_resolved(msg)
             case ScriptsRevert():
                 await self.scripts.revert(msg)
+            case HomeEditPropose():
+                await self.home_files.propose(msg)
+            case HomeCommand():
+                await self.home_files.command(msg)
 
     def _tool(self, name: str) -> Tool | None:
         """A core tool, else an agent-created one (core names always win)."""
@@ -275,6 +284,8 @@ class ExecutorActor(Actor, CapabilityGate):
     async def _on_resolved(self, msg: ApprovalResolved) -> None:
         call = msg.call
         if call is None:
+            if self.home_files.gate.ours(msg):
+                await self.home_files.gate.resolved(msg)
             return
         result_id = f"{msg.id}:result"
         tool = self._tool(call.name)

@@ -141,6 +141,10 @@ class HeartbeatActor(Actor):
         if spent is not None:
             # Not a failure: the task is not disabled for it, and fires again next time.
             log.info("job %s skipped: %s", job.name, spent.message)
+            if job.kind == "digest":  # background learning: the owner hears it stopped, once
+                await self._tell_owner(f"Today's token budget is spent, so the weekly USER.md "
+                                       f"digest was skipped ({time.strftime('%Y-%m-%d')}); it "
+                                       "runs again at its next date (heartbeat.user_digest).")
             return "skipped (budget)"
         return await self.fire(job, f"{int(due)}")
 

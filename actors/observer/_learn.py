@@ -80,7 +80,7 @@ class Learner:
         t = self.sessions.pop(session, None)
         if t is None or not t.people or not self.actor.config.observer.learn:
             return
-        if await self._over_budget():
+        if await self.over_budget():
             return
         text = "\n".join(t.lines)[-MAX_CHARS:]
         turn_id = f"{idle_id}:learn"
@@ -93,7 +93,7 @@ class Learner:
         )
         await self.actor.send(request)
 
-    async def _over_budget(self) -> bool:
+    async def over_budget(self) -> bool:
         """Learning is charged to the owner's daily budget: when it is spent, learning stops
         until local midnight (budget.timezone), and the owner is told once that day."""
         from state import budget

@@ -117,9 +117,9 @@ def test_every_durable_reads_routed_subjects_from_its_own_stream() -> None:
 
 def test_every_routed_actor_message_has_a_consumer() -> None:
     # Recorded-only facts (idle sessions, interventions, chat deliveries, memory audit events)
-    # and answers the CLI awaits live (memory.answer) have none by design.
+    # and answers the CLI awaits live (memory.answer, home.answer) have none by design.
     recorded = {"session.idle", "flatline.intervention", "channel.delivered", "memory.changed",
-                "memory.answer", "audit.event"}
+                "memory.answer", "home.answer", "audit.event"}
     for r in ROUTES:
         readers = [d for d in DURABLES if not d.raw
                    and any(overlaps(f, r.subject) for f in d.filters)]
