@@ -60,7 +60,10 @@ async def node(tmp_path: Path) -> AsyncIterator[tuple[Node, FakeLLM]]:
     await fake.start("openai")
     values = {
         "secrets": {"llm": {"env": {"OPENAI_BASE_URL": fake.url}}},
-        "config": {"models": {"default": "openai/test-model"}},
+        # stale_after as in the other fault tests (default 15 s): the frozen planner's
+        # liveness probe fails sooner, by the same rule.
+        "config": {"models": {"default": "openai/test-model"},
+                   "supervisor": {"stale_after_secs": 8}},
         "prompts": {"AGENTS.md": f"# AGENTS.md\n\n- {MARKER}\n"},
         "nats": {"jetstream": {"maxFileStore": "256M"}},
     }
@@ -113,8 +116,9 @@ async def test_the_chart_runs_on_a_node_like_up_does(node: tuple[Node, FakeLLM])
         return st if ok else None
 
     await eventually(all_healthy, 240, "all eight actors healthy")
-    for a in actors:
-        assert await n.probe(f"{FULL}-{a}", "readinessProbe") == 0, a
+    # The eight readiness probes at once, as the kubelet runs them (each is a CLI process).
+    probes = await asyncio.gather(*(n.probe(f"{FULL}-{a}", "readinessProbe") for a in actors))
+    assert dict(zip(actors, probes, strict=True)) == dict.fromkeys(actors, 0)
 
     # A plain turn and a tool turn, through the chart's NATS users and permissions.
     assert await chat(n, "hello node") == "echo: hello node"
