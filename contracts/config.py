@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from contracts.templates import Template
+from contracts.templates import check as check_template
+
 ENV_PREFIX = "WM__"
 
 
@@ -433,6 +436,9 @@ class PrivacyConfig(_Section):
     # above internal without a rule reaches only owner.sink (secret: nothing). Keys are
     # labels, or "regulated:*" for every regulated kind.
     sink_rules: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    # Task templates (contracts/templates.py) by name: replace a shipped one (owner_chat,
+    # scheduled, paired_dm, third_party_dm, webhook) or add one matched before them.
+    templates: dict[str, Template] = msgspec.field(default_factory=dict)
 
 
 class Config(_Section):
@@ -680,6 +686,9 @@ def _check(config: Config, agent: AgentConfig) -> None:
             except LabelError as exc:
                 raise ConfigError(
                     f"config.toml: invalid key in 'privacy.sink_rules': {exc}") from None
+    for name, template in config.privacy.templates.items():
+        if why := check_template(name, template):
+            raise ConfigError(f"config.toml: invalid value for {why}")
     for tool, label in config.executor.tool_labels.items():
         try:
             parse(label)

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from contracts.base import Msg
+from contracts.capability import Capability
 from contracts.channel import Sink
 from contracts.labels import Label
 
@@ -26,6 +27,9 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     # passes it on, so the llm actor routes it like the turn itself.
     label: Label = "internal"
     principal: str = ""  # the turn's principal (memory scopes); empty from older planners
+    # The planner's signed permission for this call (contracts/capability.py); the executor
+    # refuses a call without a valid one.
+    capability: Capability | None = None
 
 
 class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):

@@ -99,3 +99,12 @@ async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
     await b.provision()
     yield b
     await b.close()
+
+
+@pytest.fixture(autouse=True)
+def capability_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One capability-token key for the test process (kit/capability.py), so tests that hand
+    the executor a call directly can sign it (tests/capability.py) like the planner does."""
+    from tests.capability import TEST_KEY
+
+    monkeypatch.setenv("WINTERMUTE_CAPABILITY_KEY", TEST_KEY.hex())

@@ -22,7 +22,6 @@ PACKAGES = ("actors", "bus", "contracts", "kit", "state", "supervisor", "benchma
 
 #: json.loads that never parse a KV value, each with why.
 JSON_LOADS_ALLOWED = {
-    "actors/executor/sandbox/launcher.py": "the launch spec the executor passes on its command line",
     "actors/channel/_telegram_webhook.py": "the body of Telegram's webhook HTTP request",
     "actors/llm/_convert.py": "tool-call arguments a model returned as JSON text",
     "actors/executor/dynamic/spec.py": "scripts/<name>.json files the agent writes",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -11,6 +12,7 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
+from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
@@ -42,11 +44,22 @@ log = logging.getLogger(__name__)
 ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
 
 
-class ExecutorActor(Actor):
+class ExecutorActor(Actor, CapabilityGate):
     name = "executor"
     inbox = ExecutorInbox
 
     async def on_start(self) -> None:
+        # Picking the sandbox (probing a Docker API, trying bwrap) takes up to seconds: it runs
+        # after the first health report, and messages wait for it in `handle`.
+        self._ready = asyncio.Event()
+        self.spawn(self._start(), "setup")
+
+    async def _start(self) -> None:
+        await self._set_up()
+        self._ready.set()
+        await asyncio.Event().wait()  # background tasks last the actor's life (base.spawn)
+
+    async def _set_up(self) -> None:
         secrets = load_dotenv(self.home / ".env")
         # Follows .env and the NATS credential files: a secret added later is redacted too.
         redactor = HomeRedactor(self.home, os.environ)
@@ -91,15 +104,17 @@ class ExecutorActor(Actor):
 
     async def _mcp_changed(self) -> None:
         if not hasattr(self, "registry"):
-            return  # still starting: on_start publishes once all servers answered
+            return  # still starting: _set_up publishes once all servers answered
         self._sync_mcp()
         with contextlib.suppress(Exception):
             await self.publish_tools()
 
     async def on_stop(self) -> None:
-        if self.mcp is not None:
-            await self.mcp.stop()
-        await self.sandbox.close()
+        hub: McpHub | None = getattr(self, "mcp", None)  # unset while still setting up
+        if hub is not None:
+            await hub.stop()
+        if getattr(self, "sandbox", None) is not None:
+            await self.sandbox.close()
 
     async def publish_tools(self) -> None:
         """Tell the planner (tool definitions), the heartbeat (IDENTITY.md) and `wintermute
@@ -121,6 +136,7 @@ class ExecutorActor(Actor):
                 "tools": len(registry.names()) if registry else 0}
 
     async def handle(self, msg: ExecutorInbox) -> None:
+        await self._ready.wait()  # the consumer keeps the message in progress meanwhile
         match msg:
             case ToolRequest():
                 await self._on_request(msg)
@@ -135,6 +151,10 @@ class ExecutorActor(Actor):
 
     async def _on_request(self, req: ToolRequest) -> None:
         await self.scripts.refresh()  # hot reload: files edited since the last look
+        problem = self._capability_problem(req)
+        if problem:  # no valid token for this call under its turn's template: never run
+            await self._refuse(req, "capability", problem)
+            return
         tool = self._tool(req.name)
         if tool is None:
             await self._result(req, False, self.scripts.unknown(req.name, self.registry.names()))
@@ -240,8 +260,10 @@ class ExecutorActor(Actor):
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
         label = await self._label(req, out.label)
-        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id,
-                           label=label)
+        withheld = await self._read_up(req, label)  # above the template's ceiling: not shown
+        await self._result(req, out.ok and not withheld, withheld or out.output,
+                           deferred=deferred, result_id=result_id,
+                           label=labels.INTERNAL if withheld else label)
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -256,6 +278,13 @@ class ExecutorActor(Actor):
             return
         result_id = f"{msg.id}:result"
         tool = self._tool(call.name)
+        problem = self._capability_problem(call, approved=True)
+        if msg.status == "approved" and problem:  # approved, but not what a turn asked for
+            await self._result(call, False, problem, deferred=True, result_id=result_id)
+            await self.audit_decision("tool.refused", "refused", problem, about=result_id,
+                                      session=call.session,
+                                      refs={"tool": call.name, "rule": "capability"})
+            return
         if msg.status == "approved" and tool is not None:
             await self._run(tool, call, deferred=True, result_id=result_id)
             return

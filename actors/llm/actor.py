@@ -57,12 +57,20 @@ class LlmActor(Actor):
 
         b = self.config.models.breaker
         self.breakers = Breakers(b.failure_threshold, b.window_secs, b.cooldown_secs)
-        # Import the SDKs of the configured chain now, not during the first user's turn.
+        # Import the SDKs of the configured chain (0.5-1.2 s each) soon, not during the first
+        # user's turn, but after this actor reported healthy: start-up is not kept waiting.
+        self._warm = asyncio.create_task(self._import_sdks(), name="import-sdks")
+
+    async def _import_sdks(self, after: float = 1.0) -> None:
+        await asyncio.sleep(after)  # the first health report goes out meanwhile
         sdks = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}
         for spec in self.chain("default"):
             module = sdks.get(spec.split("/", 1)[0])
             if module:
-                await asyncio.to_thread(importlib.import_module, module)
+                try:
+                    await asyncio.to_thread(importlib.import_module, module)
+                except ImportError as exc:  # said again, to the user, by the first call
+                    log.warning("cannot import the %s SDK: %s", module, exc)
 
     def chain(self, role: str) -> list[str]:
         """Models to try, in order: role (or skill) override or default, then the fallbacks."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from actors.base import Actor
 from actors.memory.scopes import OWNER, Audience, audience
+from actors.memory.store import TABLE  # store.py imports LanceDB only when a store opens
 from bus import delivery
 from contracts import (
     ApprovalResolved,
@@ -42,27 +43,59 @@ class MemoryActor(Actor):
     inbox = MemoryInbox | MemoryAdmin | ApprovalResolved  # from its three durables
 
     async def on_start(self) -> None:
+        # LanceDB (~1.4 s to import, ~130 MB) loads on the first message that needs the store
+        # (`open_store`), the embedding model on the first vector: the actor reports healthy
+        # within a second and stays small at rest. A recall while no table exists on disk
+        # (nothing was ever saved) answers "no memories" without loading anything.
+        from actors.memory._vectors import Vectors
         from actors.memory.embedding import EmbeddingUnavailable, make_embedder
-        from actors.memory.store import MemoryStore
         from kit.secrets import load_dotenv
 
+        self._opening = asyncio.Lock()
+        self._store_path = self.home / "data" / "memory"
         models = self.config.models
         env = {**load_dotenv(self.home / ".env"), **os.environ}  # .env: embedding API keys
         try:
-            embedder = make_embedder(models.embedding, models.embedding_url, env)
-            problem = ""
+            self._embedder = make_embedder(models.embedding, models.embedding_url, env)
+            self._problem = ""
         except EmbeddingUnavailable as exc:
-            embedder, problem = None, str(exc)
-        path = self.home / "data" / "memory"
-        self.store = await asyncio.to_thread(MemoryStore, path, embedder)
-        if problem:
-            self.store.disable_vectors(problem)
-        await self._publish_stats()
+            self._embedder, self._problem = None, str(exc)
+        # What status shows until the store opens: the last run's counts, this run's model.
+        vectors = Vectors(self._store_path / "embedding.json", self._embedder)
+        if self._problem:
+            vectors.problem = self._problem
+        last = await self.bus.kv_get_as(self.subjects.kv_state, "memory", MemoryFacts)
+        mode = f"hybrid ({self._embedder.name})" if vectors.usable and self._embedder else "full-text"
+        counts = last.counts if last is not None and self._stored() else {}
+        with contextlib.suppress(Exception):
+            await self.bus.kv_put(self.subjects.kv_state, "memory", MemoryFacts(
+                counts=counts, search=mode, warning=vectors.note()))
+
+    def _stored(self) -> bool:
+        """Whether the memory table exists on disk (an opened store always makes it)."""
+        return (self._store_path / f"{TABLE}.lance").exists()
+
+    async def open_store(self) -> None:
+        """Open the store (and choose the embedder) once, on first use."""
+        if getattr(self, "store", None) is not None:
+            return
+        async with self._opening:
+            if getattr(self, "store", None) is not None:
+                return
+            from actors.memory.store import MemoryStore
+
+            store = await asyncio.to_thread(MemoryStore, self._store_path, self._embedder)
+            if self._problem:
+                store.disable_vectors(self._problem)
+            self.store = store
+            log.info("memory store opened (%d memories)", store.count())
+        with contextlib.suppress(Exception):  # counts are for status: not worth a failure
+            await self._publish_stats()
 
     def health_info(self) -> dict[str, Any]:
         store = getattr(self, "store", None)
         if store is None:
-            return {"memories": 0}
+            return {"memories": None if self._stored() else 0, "search": "loads on first use"}
         return {"memories": store.count(), "search": self._search_mode(),
                 "warning": store.status_note()}
 
@@ -85,6 +118,8 @@ class MemoryActor(Actor):
     async def handle(self, msg: MemoryInbox | MemoryAdmin | ApprovalResolved) -> None:
         from actors.memory import _commands
 
+        if not (isinstance(msg, Recall) and not self._stored()):
+            await self.open_store()
         match msg:
             case MemorySave():
                 await self._save(msg)
@@ -152,8 +187,10 @@ class MemoryActor(Actor):
 
     async def _recall(self, msg: Recall) -> None:
         scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
+        store = getattr(self, "store", None)  # None: nothing was ever saved, nothing to find
         try:
-            hits = await asyncio.to_thread(self.store.search, msg.query, msg.limit, scopes)
+            hits = (await asyncio.to_thread(store.search, msg.query, msg.limit, scopes)
+                    if store is not None else [])
             error = ""
         except Exception as exc:  # noqa: BLE001 - a turn goes on without memories
             log.exception("recall failed")

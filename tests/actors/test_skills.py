@@ -23,6 +23,7 @@ from supervisor.cli.skills import gather_skills, render_skills
 from supervisor.cli.tools import revert_scripts
 from tests.actors.harness import ALL, actors, chat
 from tests.actors.test_dynamic_tools import Caller, eventually
+from tests.capability import open_templates
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
@@ -73,7 +74,8 @@ async def report(bus: Bus) -> SkillsReport | None:
 
 
 @pytest.fixture
-def settings(settings_for: SettingsFor) -> Settings:
+def settings(settings_for: SettingsFor, home: Path) -> Settings:
+    open_templates(home)  # non-owners may call any tool: the owner-only rule is what refuses
     return settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="direct")
 
 

@@ -179,7 +179,9 @@ async def test_non_owner_cannot_run_commands_or_approve(
     async with actors(settings, *ALL), chat(settings, "guest") as guest:
         reply = await guest.ask("run: echo should-not-run")
     assert "should-not-run" not in reply.replace("echo should-not-run", "")
-    assert "owner" in reply.lower()
+    # A guest's message reaches only the synthesizer, which has no tools: the call it writes
+    # is delivered as text (tests/privacy/test_templates.py).
+    assert '"name": "execute_command"' in reply
 
 
 async def test_credential_guard_blocks_a_pasted_key(
