@@ -31,6 +31,7 @@ from contracts.memory import (
     MemoryAnswer,
     MemoryChanged,
     MemoryCommand,
+    MemoryDream,
     MemoryHit,
     MemoryPropose,
     MemoryRecord,
@@ -75,6 +76,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Recalled,
     MemoryCommand,
     MemoryAdmin,
+    MemoryDream,
     MemoryAnswer,
     MemoryPropose,
     MemoryChanged,
@@ -113,6 +115,7 @@ AnyMsg = (
     | Recalled
     | MemoryCommand
     | MemoryAdmin
+    | MemoryDream
     | MemoryAnswer
     | MemoryPropose
     | MemoryChanged
@@ -152,6 +155,7 @@ __all__ = [
     "MemoryAnswer",
     "MemoryChanged",
     "MemoryCommand",
+    "MemoryDream",
     "MemoryHit",
     "MemoryPropose",
     "MemoryRecord",

@@ -326,6 +326,7 @@ class ObserverConfig(_Section):
     learn: bool = True
 
 
+CONFLICT_STRATEGIES = ("overwrite_latest", "keep_both", "ask")
 MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
                  "procedure": "suggest"}
 
@@ -336,6 +337,34 @@ class MemoryConfig(_Section):
 
     policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
     auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
+    # A learned fact whose key matches an active fact's in the same scope (seed 004):
+    # overwrite_latest (the new version supersedes, the old is archived), keep_both, or ask
+    # (the new one waits for the owner: approval, or `pending` for someone else's). A
+    # correction ("actually, X") always overwrites at once.
+    conflict: str = "ask"
+    # Nightly dreaming (heartbeat.dreaming in agent.toml): active memories whose texts are this
+    # similar (cosine of their vectors; the same words without vectors) are merged into one ...
+    merge_similarity: float = 0.92
+    # ... and memories no recall has returned for decay_after_days lose decay_step of their
+    # confidence each night; below archive_below they are archived (`/memory undo` restores).
+    decay_after_days: float = 60.0
+    decay_step: float = 0.1
+    archive_below: float = 0.3
+    # Compaction (seed 000): once a session has used this share of its token budget
+    # (budget.max_tokens_per_session), older history is folded into the rolling summary,
+    # keeping the last compact_keep messages, again each time another such share is used.
+    compact_at: float = 0.6
+    compact_keep: int = 8
+
+    def __post_init__(self) -> None:
+        if self.conflict not in CONFLICT_STRATEGIES:
+            raise ValueError(f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, "
+                             f"got {self.conflict!r}")
+        for name in ("merge_similarity", "decay_step", "archive_below", "compact_at"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be above 0 and at most 1")
+        if self.decay_after_days <= 0 or self.compact_keep < 2:
+            raise ValueError("decay_after_days must be positive and compact_keep at least 2")
 
 
 class FlatlineConfig(_Section):
@@ -441,6 +470,14 @@ class PrivacyConfig(_Section):
     templates: dict[str, Template] = msgspec.field(default_factory=dict)
 
 
+class ActorSettings(_Section):
+    """[actors.<name>]: how one actor runs."""
+
+    # Processes sharing the actor's durable consumers (contracts.routes.SCALABLE says which
+    # actors may have more than one, and why the others may not).
+    replicas: int = 1
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -461,6 +498,7 @@ class Config(_Section):
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
     privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    actors: dict[str, ActorSettings] = msgspec.field(default_factory=dict)
 
 
 class Personality(_Section):
@@ -484,6 +522,9 @@ class HeartbeatConfig(_Section):
     # succeeding in under tool_review_min_success of their calls, are proposed for archiving
     # (the owner approves). A cron expression; "" turns it off.
     tool_review: str = "0 4 1 * *"
+    # Nightly dreaming (seed 001): the memory actor merges near-duplicate memories and decays
+    # stale ones ([memory] merge_similarity, decay_*). A cron expression; "" turns it off.
+    dreaming: str = "30 3 * * *"
     tool_review_unused_days: int = 30
     tool_review_min_success: float = 0.5
 
@@ -704,7 +745,38 @@ def _check(config: Config, agent: AgentConfig) -> None:
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
+    _check_replicas(config)
     _check_tasks(agent)
+
+
+def _check_replicas(config: Config) -> None:
+    """[actors.<name>] names an actor; replicas only where the actor's work allows them."""
+    from contracts.routes import ACTORS, SCALABLE
+
+    for name, actor in config.actors.items():
+        if name not in ACTORS:
+            raise ConfigError(f"config.toml: unknown actor in 'actors.{name}'; the actors are "
+                              f"{', '.join(ACTORS)}")
+        if not 1 <= actor.replicas <= 32:
+            raise ConfigError(f"config.toml: invalid value for 'actors.{name}.replicas': "
+                              f"{actor.replicas}; use 1 to 32")
+        if actor.replicas > 1 and name not in SCALABLE:
+            raise ConfigError(
+                f"config.toml: 'actors.{name}.replicas' must be 1: {SCALABLE_WHY.get(name, '')}"
+                f" Only {', '.join(SCALABLE)} can run as several processes.")
+
+
+#: Why an actor runs as one process (per-session order or state a second process would race).
+SCALABLE_WHY = {
+    "planner": "it applies a session's events in order, and a second process sharing its "
+               "consumer could apply a later event of the same session first.",
+    "executor": "a session's tool calls and approvals are handled in order.",
+    "memory": "its LanceDB table has one writer.",
+    "channel": "it holds the bots' connections (one poller per Telegram bot).",
+    "approval": "pending approvals are answered in the order they were asked.",
+    "observer": "it keeps the event log in order.",
+    "heartbeat": "it runs each scheduled job once.",
+}
 
 
 def _check_webhook(hook: WebhookChannel) -> None:
@@ -771,14 +843,16 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
-    if agent.heartbeat.tool_review:
-        from contracts.schedule import check_cron
+    for key in ("tool_review", "dreaming"):
+        cron = getattr(agent.heartbeat, key)
+        if cron:
+            from contracts.schedule import check_cron
 
-        try:
-            check_cron(agent.heartbeat.tool_review)
-        except ScheduleError as exc:
-            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
-                from None
+            try:
+                check_cron(cron)
+            except ScheduleError as exc:
+                raise ConfigError(f"agent.toml: invalid value for 'heartbeat.{key}': {exc}") \
+                    from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

@@ -279,7 +279,7 @@ class ScheduledJob(Record, frozen=True, kw_only=True):
     """One job of the heartbeat's schedule, as `wintermute tasks` shows it."""
 
     name: str
-    kind: Literal["task", "cadence", "proactive", "review"]
+    kind: Literal["task", "cadence", "proactive", "review", "dream"]
     when: str = ""  # the schedule in words
     prompt: str = ""
     sink: str = ""

@@ -32,6 +32,7 @@ from contracts.memory import (
     MemoryAnswer,
     MemoryChanged,
     MemoryCommand,
+    MemoryDream,
     MemoryPropose,
     MemorySave,
     MemorySearch,
@@ -58,6 +59,10 @@ ACTORS: tuple[str, ...] = (
 STOP_ORDER: tuple[str, ...] = (
     "channel", "heartbeat", "planner", "executor", "approval", "llm", "memory", "observer",
 )
+#: Actors that may run as several processes (`[actors.<name>] replicas`) sharing their durable
+#: consumers: their durables keep no per-session order (each model call stands alone; the
+#: planner waits for one answer before it asks the next) and their state is in KV.
+SCALABLE: tuple[str, ...] = ("llm",)
 #: Roles that are not actors: the supervisor (admin) and the owner's command line.
 SUPERVISOR = "supervisor"
 CLI = "cli"
@@ -181,6 +186,8 @@ ROUTES: tuple[Route, ...] = (
     Route(MemoryPropose, "cmd.memory.propose", ("observer",),
           "what the model extracted from an idle conversation"),
     Route(MemoryAdmin, "cmd.memory.admin", (CLI,), "`wintermute memory ...`: every scope"),
+    Route(MemoryDream, "cmd.memory.dream", ("heartbeat",),
+          "nightly dreaming: merge near-duplicate memories, decay stale ones"),
     Route(HoldRelease, "cmd.supervisor.release", ("channel",),
           "the owner's `/tools release NAME`, applied by the supervisor"),
     Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", "memory", "heartbeat",
@@ -238,15 +245,20 @@ DURABLES: tuple[Durable, ...] = (
             note="a dead letter of an active turn ends its step"),
     # Transient model failures are retried by redelivery (actors/llm/_retry.py gives up two
     # deliveries short of this, leaving the crash-loop dead letter to real crashes).
-    Durable("llm", "llm", "cmd", ("cmd.llm.*",), ordered_by="", concurrency=8, max_deliver=12),
+    # A model call waits on the network, not on this process's CPU: hundreds in flight cost
+    # a few KB each, so the bound is the provider (429s come back as delayed retries, the
+    # breaker stops a failing one) and JetStream's max_ack_pending is the backpressure.
+    Durable("llm", "llm", "cmd", ("cmd.llm.*",), ordered_by="", concurrency=256,
+            max_ack_pending=1024, max_deliver=12),
     Durable("executor", "executor", "cmd", ("cmd.executor.*",)),
     Durable("executor-approvals", "executor", "evt", ("evt.approval.resolved.>",)),
     Durable("memory", "memory", "cmd", ("cmd.memory.save", "cmd.memory.search",
                                         "cmd.memory.recall", "cmd.memory.command",
                                         "cmd.memory.propose"), concurrency=4),
     # The owner's command line, on a subject only the `cli` user may publish.
-    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin",), ordered_by="",
-            concurrency=1, note="`wintermute memory`, one command at a time"),
+    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin", "cmd.memory.dream"),
+            ordered_by="", concurrency=1,
+            note="`wintermute memory` and nightly dreaming, one at a time"),
     # The owner's answers to learned suggestions (other approvals are skipped).
     Durable("memory-approvals", "memory", "evt", ("evt.approval.resolved.>",), ordered_by="",
             concurrency=1, note="the owner's answers to learned suggestions"),

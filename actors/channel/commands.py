@@ -22,7 +22,7 @@ from state import budget_view
 HELP = (
     "Commands: /status (actors and health), /budget (token budgets, what used them, when they renew), /reset (forget this "
     "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
-    "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
+    "/memory forget ID, /memory pending, /memory promote|reject ID, /memory undo), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/skills (skills and how often each was used; /skills revert undoes the last skill change), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
@@ -122,9 +122,10 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
     verb, _, arg = rest.strip().partition(" ")
     action = verb.lower() or "list"
     needs_arg = ("search", "forget", "promote", "reject")
-    if action not in ("list", "pending", *needs_arg) or (action in needs_arg and not arg.strip()):
+    if action not in ("list", "pending", "undo", *needs_arg) or (
+            action in needs_arg and not arg.strip()):
         return ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
-                "/memory promote ID or /memory reject ID.")
+                "/memory promote ID, /memory reject ID or /memory undo.")
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     command = MemoryCommand(
         id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
@@ -133,7 +134,8 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
     await actor.bus.send(command)
     return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
             "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
-            "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
+            "promote": "Promoting it…", "reject": "Rejecting it…",
+            "undo": "Undoing the last change to memory here…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:

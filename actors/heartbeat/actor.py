@@ -15,7 +15,15 @@ import msgspec
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
 from actors.heartbeat.jobs import Job, load_jobs, sources_stamp
-from contracts import Health, Notice, Sink, TurnRequest, short_hash, subject_token
+from contracts import (
+    Health,
+    MemoryDream,
+    Notice,
+    Sink,
+    TurnRequest,
+    short_hash,
+    subject_token,
+)
 from contracts.records import ExecutorFacts, JobRun, MemoryFacts, Schedule, ScheduledJob
 from state.holds import task_status
 
@@ -124,6 +132,9 @@ class HeartbeatActor(Actor):
             from actors.heartbeat.review import propose
 
             return await propose(self, f"{int(due)}", time.time())
+        if job.kind == "dream":  # merges and decays without a model: no budget to check
+            await self.send(MemoryDream(id=f"dream:{int(due)}", job=job.name))
+            return "sent to memory"
         from state import budget
 
         spent = await budget.day_spent(self.bus, self.config.budget)

@@ -27,7 +27,9 @@ class Job:
     """One schedulable unit of work: a turn with a prompt, for an explicit sink."""
 
     name: str
-    kind: str  # task | cadence | proactive | review (the monthly tool review: no model call)
+    # task | cadence | proactive | review (the monthly tool review) | dream (memory's nightly
+    # dreaming); the last two make no model call
+    kind: str
     when: When
     prompt: str
     sink: str  # "" = the owner's sink (explicit in config.toml)
@@ -61,6 +63,8 @@ def jobs_from(settings: Settings, heartbeat_md: str) -> tuple[list[Job], list[st
                             t.sink, t.budget_tokens))
     if hb.tool_review:  # checked when agent.toml was loaded
         jobs.append(Job("tool_review", "review", When(cron=hb.tool_review), "", ""))
+    if hb.dreaming:  # the memory actor's nightly pass (actors/memory/_dream.py)
+        jobs.append(Job("dreaming", "dream", When(cron=hb.dreaming), "", ""))
     cadences, errors = parse_heartbeat_md(heartbeat_md)
     jobs += [Job(c.name, "cadence", c.when, c.prompt, c.sink) for c in cadences]
     if hb.proactive:

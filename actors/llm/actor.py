@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -97,7 +98,7 @@ class LlmActor(Actor):
         from actors.llm import _retry
 
         async with _retry.working(self, req):
-            response, transient = await self._respond(req)
+            response, transient, charge = await self._respond(req)
         if transient:
             delay = _retry.schedule(self, req, response.error)
             if delay is not None:
@@ -106,25 +107,27 @@ class LlmActor(Actor):
         if req.for_call is not None:  # escalate: the answer is that tool call's result
             from actors.llm._escalate import answer_call
 
-            await answer_call(self, req.for_call, response)
+            await asyncio.gather(answer_call(self, req.for_call, response), *charge)
             return
-        await self.send(response)
+        # The budget is charged while the answer travels: a crash before both are done leaves
+        # the request unacked, and its redelivery makes the call (and the charge) again.
+        await asyncio.gather(self.send(response), *charge)
 
-    async def _respond(self, req: LlmRequest) -> tuple[LlmResponse, bool]:
-        """The answer, and whether it is an error worth retrying (every model failed
-        transiently)."""
+    async def _respond(self, req: LlmRequest) -> tuple[LlmResponse, bool, list[Awaitable[None]]]:
+        """The answer, whether it is an error worth retrying (every model failed
+        transiently), and the budget charge still to await (with the answer's publish)."""
         base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session,
                                 "turn_id": req.turn_id, "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:
-            return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False
+            return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False, []
         routed = route(req.label, chain, self.config.models.local,
                        self.config.models.local_providers)
         if routed.refusal:
             await self.audit_decision("routing.refused", "refused", routed.refusal,
                                       about=req.id, session=req.session,
                                       refs={"label": req.label, "request": req.id})
-            return LlmResponse(**base, error=routed.refusal), False
+            return LlmResponse(**base, error=routed.refusal), False, []
         if routed.local_only:
             await self.audit_decision("routing.local", "allowed",
                                       f"Data labelled {req.label} goes only to local models: "
@@ -139,7 +142,7 @@ class LlmActor(Actor):
                 await budget.pause(self.bus, req.session, stop.kind)
             log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
                      stop.kind)
-            return LlmResponse(**base, error=stop.message, budget=stop.kind), False
+            return LlmResponse(**base, error=stop.message, budget=stop.kind), False, []
         from actors.llm.providers import ProviderError, complete, default_max_tokens
 
         failures: list[str] = []
@@ -181,17 +184,17 @@ class LlmActor(Actor):
                 "gen_ai.request.model": spec.split("/", 1)[-1],
                 "gen_ai.usage.input_tokens": done.usage.input_tokens,
                 "gen_ai.usage.output_tokens": done.usage.output_tokens})
-            await budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
+            charge = budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,
-            ), False
+            ), False, [charge]
         detail = " ".join(failures)
         return LlmResponse(
             **base,
             error=f"I couldn't reach any configured model, so this message went unanswered. "
             f"{detail} Check the model server and [models] in config.toml, then ask again.",
-        ), transient
+        ), transient, []
 
     async def _breaker_moved(self, moved: Transition | None, req: LlmRequest) -> None:
         """Audit a breaker's change of state (opened, half-open probe, closed)."""

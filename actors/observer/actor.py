@@ -1,5 +1,5 @@
 """The observer: the JSONL event log of everything on the bus, session-idle events, and
-learning from idle sessions (_learn.py)."""
+learning from idle and archived (`/reset`) sessions (_learn.py)."""
 
 from __future__ import annotations
 
@@ -55,6 +55,10 @@ class ObserverActor(Actor):
         self.learner.seen(payload)
         if payload.get("type") == "llm.response":
             await self.learner.answered(payload)
+        elif payload.get("type") == "session.reset" and isinstance(session, str):
+            # Archival (seed 002): the history the reset drops is learned from like an idle one.
+            self.last_activity.pop(session, None)
+            await self.learner.idle(session, str(payload.get("id") or f"reset:{session}"))
 
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs

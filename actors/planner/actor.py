@@ -14,14 +14,15 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _guard, context
+from actors.planner import _compact, _guard, context
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
 from actors.planner._session import SessionOps
+from actors.planner._state_cache import StateCache
 from actors.planner._templates import TemplateOps
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
-from bus import PublishError, Reject
+from bus import PublishError, Reject, Retry
 from contracts import (
     ChatMessage,
     DeadLetter,
@@ -60,12 +61,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         self._deadlines: dict[str, float] = {}  # session -> its active step's deadline
         self._turns: dict[str, dict[str, Any]] = {}  # session -> its turn in progress, for status
         self._outage_known: bool | None = None  # whether the owner was told of an outage
+        self._states = StateCache(self.bus, self.subjects.kv_sessions)
 
     async def on_start(self) -> None:
         self.spawn(self._sweep(), "deadlines")
 
     def health_info(self) -> dict[str, Any]:
-        return self.turns_info()
+        return self.turns_info() | {"state_reads_saved": self._states.hits,
+                                    "state_reads": self._states.misses}
 
     # -- state -----------------------------------------------------------------------------
 
@@ -73,11 +76,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         return f"s.{short_hash(session, 32)}"
 
     async def _load(self, session: str) -> SessionState:
-        return load(await self.bus.kv_get(self.subjects.kv_sessions, self._key(session)), session)
+        return load(await self._states.get(self._key(session)), session)
 
     async def _save(self, state: SessionState) -> None:
-        await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session),
-                              await self._fit(state))
+        # A compare-and-set on the revision read: if another writer got in between, the
+        # event goes back to be applied again on a fresh read (the crash-before-save path).
+        if not await self._states.put(self._key(state.session), await self._fit(state)):
+            raise Retry(f"the state of {state.session} changed while an event was applied",
+                        delay=0.1)
 
     def _lock(self, session: str) -> asyncio.Lock:
         return self._locks.setdefault(session, asyncio.Lock())
@@ -209,7 +215,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
         if msg.turn_id.endswith(":summary"):
-            return self._on_summary(state, msg)
+            return await _compact.answered(self, state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -291,8 +297,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         await self.send(reply)
         if record:
             dropped = state.append_history(turn.messages[turn.new_from :])
+            dropped += await _compact.over_budget_share(self, state)
             if dropped:  # older history leaves the context: fold it into the rolling summary
-                await self._summarize(state, turn.turn_id, dropped)
+                await _compact.fold(self, state, turn.turn_id, dropped)
         if failure and req.origin != "event":
             state.failed = req  # /retry runs it again
         state.remember_turn(turn.turn_id)
@@ -315,23 +322,6 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
                          principal=turn.request.principal, session=turn.request.session,
                          refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
         return why
-
-    async def _summarize(self, state: SessionState, turn_id: str,
-                         dropped: list[ChatMessage]) -> None:
-        req = LlmRequest(
-            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
-            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
-            max_tokens=800, purpose="compaction",
-            label=state.label,  # the dropped history is the session's data
-        )
-        await self.send(req)
-
-    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
-        if msg.error or not msg.content.strip():
-            log.warning("no conversation summary: %s", msg.error or "empty answer")
-            return False
-        state.summary = msg.content.strip()[:4000]
-        return True
 
     async def _task_outcome(self, turn: TurnState, failure: str, skipped: bool) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks;

@@ -57,6 +57,11 @@ class SessionState(msgspec.Struct, kw_only=True):
     # What fell out of `history`, summarised by the model (rolling: each summary folds in the
     # previous one); the raw messages stay in the streams for replay.
     summary: str = ""
+    # Compaction (_compact.py): messages dropped from history that no summary holds yet, and the
+    # summary request in flight (its id, and how many of `unsummarized` it covers).
+    unsummarized: list[ChatMessage] = msgspec.field(default_factory=list)
+    summarizing: str = ""
+    summarizing_n: int = 0
     # The last user turn's preview cadence and chat, for turns the planner starts itself.
     preview_interval: float = 0.0
     preview_sink: Sink | None = None

@@ -170,6 +170,7 @@ async def test_tasks_run_fires_a_job_now(settings: Settings, settings_for: Setti
         missing, why = await run_task(settings, "nope")
         assert not missing and "weekly" in why
         view = await gather_tasks(settings)
-        job, review = view["jobs"]  # the monthly tool review is built in
+        job, review, dreaming = view["jobs"]  # the tool review and dreaming are built in
         assert review["name"] == "tool_review" and review["when"] == "cron 0 4 1 * *"
+        assert dreaming["name"] == "dreaming" and dreaming["when"] == "cron 30 3 * * *"
         assert job["name"] == "weekly" and job["next"] and job["when"] == "cron 0 9 * * 1"

@@ -130,7 +130,8 @@ def test_publish_grants_come_from_the_routes() -> None:
     assert "in.telegram.*" in publishes("channel")
     assert "in.schedule.*" not in publishes("channel")
     assert set(publishes("heartbeat")) == {"in.schedule.*", "out.*.*", "dlq.heartbeat",
-                                           "cmd.approval.request"}  # the tool review
+                                           "cmd.approval.request",  # the tool review
+                                           "cmd.memory.dream"}  # nightly dreaming
     assert "cmd.executor.run" in publishes("planner")
     assert "cmd.executor.run" not in publishes("channel")
 
