@@ -421,11 +421,20 @@ class SupervisorConfig(_Section):
     restart_window_secs: float = 60.0
     failed_retry_secs: float = 60.0  # first retry of a failed actor; doubles up to 10 minutes
     stop_grace_secs: float = 6.0
+    # The embedded server's storage limit: re-measured this often, and the server restarted
+    # for a new limit at most once per gap (tests shorten both; see supervisor/process/storage.py).
+    storage_check_secs: float = 10.0
+    storage_restart_gap_secs: float = 120.0
     # actor -> "permanent" (always restarted) or "transient" (restarted only after a crash)
     restart_policy: dict[str, Literal["permanent", "transient"]] = msgspec.field(
         default_factory=dict
     )
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
+
+    def __post_init__(self) -> None:
+        if self.storage_check_secs <= 0 or self.storage_restart_gap_secs < 0:
+            raise ValueError("storage_check_secs must be positive and storage_restart_gap_secs "
+                             "0 or more")
 
 
 class McpServer(_Section):
