@@ -123,6 +123,10 @@ class PlannerConfig(_Section):
     model_silence_secs: float = 300.0  # no answer and no progress from the llm for this long
     tool_deadline_secs: float = 900.0  # a tool call (memory tools are optional: fail soft)
     sweep_every_secs: float = 1.0  # how often deadlines are checked
+    # Right after a fresh start the executor may not have published its tools yet (it sets up
+    # its sandbox after its first health report): a turn waits this long for them rather than
+    # being answered without tools.
+    tools_wait_secs: float = 30.0
     # Post-inference validation (seed 001's "Turing Protocol"): a final answer that claims an
     # action ("I've saved ...", "I sent ...") no tool call of the turn did is corrected once.
     turing_protocol: bool = True
@@ -132,6 +136,8 @@ class PlannerConfig(_Section):
                      "sweep_every_secs"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if self.tools_wait_secs < 0:
+            raise ValueError("tools_wait_secs must be 0 (do not wait) or more")
 
 
 class ModelPrice(_Section):

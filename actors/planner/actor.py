@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from actors.base import Actor
@@ -350,7 +351,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
     # -- shared facts ------------------------------------------------------------------------
 
     async def _tools(self) -> list[ToolSpec]:
-        """Tool definitions the executor published; none if it has not started yet."""
-        tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
-        return tools or []
+        """Tool definitions the executor published. On a fresh home it may not have published
+        yet: wait for them (bounded), or the first turns would be answered without tools."""
+        waited = getattr(self, "_tools_waited", False)
+        deadline = time.monotonic() + (0 if waited else self.config.planner.tools_wait_secs)
+        while True:
+            tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
+            if tools is not None or time.monotonic() >= deadline:
+                self._tools_waited = True  # once per process: later turns do not wait again
+                return tools or []
+            await asyncio.sleep(0.2)
 

@@ -27,7 +27,7 @@ KEEP = 6
 async def test_two_hundred_turns_keep_the_first_facts_and_requests_stay_bounded(
     fake: FakeLLM, settings_for: SettingsFor, bus: Bus,
 ) -> None:
-    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model",
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__PLANNER__TOOLS_WAIT_SECS="0",
                             WM__BUDGET__MAX_TOKENS_PER_SESSION=str(SESSION_BUDGET),
                             WM__MEMORY__COMPACT_KEEP=str(KEEP),
                             WM__MODELS__EMBEDDING="none")  # recall by full text: faster

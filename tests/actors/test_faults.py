@@ -238,7 +238,7 @@ async def test_a_turn_the_planner_gave_up_on_is_answered_with_a_sentence(
     fake: FakeLLM, settings_for: SettingsFor, bus: Bus
 ) -> None:
     """The planner dead-lettered a turn itself (it failed on it every time): the sender hears."""
-    settings = settings_for(**model(fake))
+    settings = settings_for(**model(fake), WM__PLANNER__TOOLS_WAIT_SECS="0")  # no executor
     async with actors(settings, "planner", "channel"), chat(settings) as c:
         turn = TurnRequest(id="terminal:lost-turn", session="terminal:owner",
                            principal="terminal:owner", text="never accepted",

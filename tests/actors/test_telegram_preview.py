@@ -98,7 +98,8 @@ async def test_the_cadence_travels_on_the_turn_not_in_planner_or_llm_config(
 ) -> None:
     # Telegram previews are off in this config, yet a turn that asks for one gets it.
     settings = tg_settings(settings_for, tg, **with_model(monkeypatch, llm),
-                           WM__CHANNELS__TELEGRAM__PREVIEW="false")
+                           WM__CHANNELS__TELEGRAM__PREVIEW="false",
+                           WM__PLANNER__TOOLS_WAIT_SECS="0")  # no executor here
     turn = TurnRequest(id="terminal:cadence", session="owner", principal="owner",
                        text="stream:3", reply_to=Sink(channel="terminal", chat="cadence"),
                        is_owner=True, preview_interval=0.5)

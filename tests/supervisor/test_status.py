@@ -17,7 +17,8 @@ SettingsFor = Callable[..., Settings]
 
 
 async def test_stale_record_and_stuck_turn_are_shown(settings_for: SettingsFor, bus: Bus) -> None:
-    settings = settings_for(WM__MODELS__DEFAULT="openai/none", WM__PLANNER__MODEL_SILENCE_SECS="1",
+    settings = settings_for(WM__MODELS__DEFAULT="openai/none", WM__PLANNER__TOOLS_WAIT_SECS="0",
+                            WM__PLANNER__MODEL_SILENCE_SECS="1",
                             WM__PLANNER__SWEEP_EVERY_SECS="600")
     # The supervisor wrote "all healthy" 1000 s ago, then stopped (as on a full disk).
     old = {"updated": time.time() - 1000, "actors": [
