@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from actors.channel.commands import CommandContext, handle_command
-from contracts import ApprovalDecision, Notice, Sink, TurnRequest, short_hash
+from contracts import ApprovalDecision, Notice, Sink, TurnRequest, short_hash, taint
 from kit.redact import credential_guard
 
 log = logging.getLogger(__name__)
@@ -150,7 +150,8 @@ class Inbound:
             return
         turn = TurnRequest(id=input_id, session=session, principal=principal, text=body,
                            reply_to=sink, is_owner=is_owner,
-                           principal_kind="owner" if is_owner else "third_party")
+                           principal_kind="owner" if is_owner else "third_party",
+                           taint=taint.CLEAN if is_owner else taint.RAW)
         await self.bus.send(turn)
 
     # --- buttons and slash commands ---------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
+from actors.executor import _taint
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
@@ -32,6 +33,7 @@ from contracts import (
     short_hash,
 )
 from contracts.records import ExecutorFacts
+from contracts.taint import Taint
 from kit.outbound import check_arguments
 from kit.redact import HomeRedactor
 from kit.secrets import load_dotenv
@@ -151,6 +153,13 @@ class ExecutorActor(Actor):
                              refs={"tool": req.name, "request": req.id, "rule": "outbound"})
             await self._ask_approval(req, why)
             return
+        if why := _taint.held(req, tool, self.config):  # the graduated taint rule
+            await self.audit_decision("taint.held", "asked", f"Held {req.name}: {why}.",
+                                      about=req.id, session=req.session,
+                                      refs={"tool": req.name, "request": req.id,
+                                            "taint": req.taint})
+            await self._ask_approval(req, why)
+            return
         reason = await tool.approval_reason(req, self.ctx)
         if reason:
             await self._ask_approval(req, reason)
@@ -236,7 +245,7 @@ class ExecutorActor(Actor):
         version = await self.scripts.after_run(tool, out, duration_ms)
         label = await self._label(req, out.label)
         await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id,
-                           label=label)
+                           label=label, taint=_taint.output_taint(req.name, self.config))
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -262,12 +271,12 @@ class ExecutorActor(Actor):
 
     async def _result(
         self, req: ToolRequest, ok: bool, output: str, *, deferred: bool = False,
-        result_id: str = "", label: str = labels.INTERNAL,
+        result_id: str = "", label: str = labels.INTERNAL, taint: Taint = "clean",
     ) -> None:
         result = ToolResult(
             id=result_id or f"{req.id}:result", session=req.session, turn_id=req.turn_id,
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
-            label=label,
+            label=label, taint=taint,
         )
         await self.send(result)

@@ -39,6 +39,7 @@ from contracts import (
     TurnRequest,
     labels,
     short_hash,
+    taint,
 )
 from state import budget
 
@@ -109,7 +110,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             case SessionReset():
                 # Forgotten history no longer raises the session's label, and /reset drops the
                 # turn in progress too (_on_reset).
-                state.label = "public"
+                state.label, state.taint = "public", taint.CLEAN
                 # /reset starts a fresh session budget too (seed 000).
                 await budget.renew(self.bus, state.session, force=True)
                 return await self._on_reset(state, msg)
@@ -142,7 +143,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             log.info("session %s was paused by its budget; renewed by the user's message",
                      req.session)
         state.label = labels.join(state.label, req.label)
-        state.active = TurnState(request=req, label=state.label)
+        # A third party's text is never clean, whatever its producer said (contracts/taint.py).
+        state.taint = taint.join(state.taint, taint.join(req.taint, taint.floor(req.principal_kind)))
+        state.active = TurnState(request=req, label=state.label, taint=state.taint)
         self._arm(state.active, "recall")
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
                         principal=req.principal, is_owner=req.is_owner)
@@ -160,7 +163,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
             reply_to=sink, is_owner=True, origin="event", principal_kind="event",
-            label=labels.join(labels.INTERNAL, result.label),
+            label=labels.join(labels.INTERNAL, result.label), taint=result.taint,
             # The chat's preview cadence, as its channel set it on the session's last user turn.
             preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
@@ -250,7 +253,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
                 turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
                 arguments=call.arguments, is_owner=turn.request.is_owner,
                 reply_to=turn.request.reply_to, principal=turn.request.principal,
-                label=turn.label,
+                label=turn.label, taint=turn.taint, extracted=turn.request.extracted,
             )
             await self.send(req)
         await self._maybe_continue(state, turn)
@@ -266,6 +269,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         # The tool's data joins the conversation: the turn and the session carry its label.
         turn.label = labels.join(turn.label, msg.label)
         state.label = labels.join(state.label, msg.label)
+        turn.taint = taint.join(turn.taint, msg.taint)
+        state.taint = taint.join(state.taint, msg.taint)
         turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True
