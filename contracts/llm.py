@@ -70,6 +70,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # proactive, observer, compaction, diagnosis. The session budget applies to user and
     # escalation calls; the daily budget to all.
     purpose: str = "user"
+    # Whose turn this is (copied from the turn, never from the model): a principal listed in
+    # privacy.owner_acknowledged_cloud_risk may have its sensitive data sent to cloud models.
+    principal: str = ""
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

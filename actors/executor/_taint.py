@@ -3,7 +3,8 @@ tainted content waits for the owner; reads never do, and neither does anything i
 (the owner's own chat, untouched by outside content, sees no new approvals).
 
 A call is a write unless its tool is in `privacy.read_tools` (web_request with GET or HEAD
-reads; send_message to the conversation's own chat is its reply, which goes there anyway).
+reads; send_message to the conversation's own chat is its reply, which goes there anyway; a
+non-owner's memory_save stays in their own scope).
 Its content is "structured" when every string in its arguments is a typed value, an extracted
 value of the turn (kit/extract.py) or one of the tool's own enum choices; anything else is
 free text. The turn's taint travels on the ToolRequest (set by the planner from the turn and
@@ -41,7 +42,12 @@ def is_write(req: ToolRequest, config: Config) -> bool:
     if req.name == "send_message":
         sink = str(req.arguments.get("sink") or "").strip()
         own = req.reply_to is not None and sink in ("", str(req.reply_to))
-        return not own or bool(req.arguments.get("files"))
+        # Someone else's turn naming another chat is refused outright (messaging.py).
+        return (not own and req.is_owner) or bool(req.arguments.get("files"))
+    if req.name == "memory_save":
+        # A non-owner's memories land in their own scope (actors/memory/scopes.py), which the
+        # owner's turns never read: no deputy to confuse. The owner's memory is what matters.
+        return req.is_owner
     return True
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from actors.base import Actor
-from actors.llm.routing import route
+from actors.llm.routing import acknowledged, route
 from bus import tracing
 from contracts import LlmPreview, LlmRequest, LlmResponse
 from contracts.audit import AuditOutcome
@@ -110,8 +110,17 @@ class LlmActor(Actor):
         chain = self.chain(req.role)
         if not chain:
             return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False
+        privacy = self.config.privacy
         routed = route(req.label, chain, self.config.models.local,
-                       self.config.models.local_providers)
+                       self.config.models.local_providers,
+                       acknowledged(req.principal, privacy.owner_acknowledged_cloud_risk))
+        if routed.acknowledged:
+            await self.audit_decision("routing.cloud_acknowledged", "allowed",
+                                      f"Data labelled {req.label} of {req.principal} may go to "
+                                      "cloud models: the owner acknowledged the risk "
+                                      "(privacy.owner_acknowledged_cloud_risk).", about=req.id,
+                                      principal=req.principal, session=req.session,
+                                      refs={"label": req.label, "request": req.id})
         if routed.refusal:
             await self.audit_decision("routing.refused", "refused", routed.refusal,
                                       about=req.id, session=req.session,

@@ -11,13 +11,15 @@ from contracts.memory import MemoryHit, MemoryRecord
 log = logging.getLogger(__name__)
 
 RECORD_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status", "scope",
-                  "confidence", "source"]
+                  "confidence", "source", "label"]
 # Columns added after the first release, with the SQL that fills them in older rows. Rows from
 # before scopes get their own session's scope: visible only in the conversation they came from.
 ADDED_COLUMNS = {
     "scope": "concat('session:', coalesce(session, ''))",
     "confidence": "cast(1.0 as double)",
     "source": "''",
+    # Rows from before labels: internal, what every recall returned them as.
+    "label": "'internal'",
 }
 VECTOR = "vector"
 
@@ -37,6 +39,7 @@ def schema() -> Any:
         pa.field("scope", pa.string()),
         pa.field("confidence", pa.float64()),
         pa.field("source", pa.string()),
+        pa.field("label", pa.string()),
     ])
 
 
@@ -186,7 +189,7 @@ def nearest(table: Any, vector: list[float], where: str, limit: int,
 
 def hit(r: dict[str, Any]) -> MemoryHit:
     return MemoryHit(id=r["id"], kind=r["kind"] or "fact", content=r["content"] or "",
-                     scope=r.get("scope") or "")
+                     scope=r.get("scope") or "", label=_label(r.get("label")))
 
 
 def record(r: dict[str, Any]) -> MemoryRecord:
@@ -195,5 +198,16 @@ def record(r: dict[str, Any]) -> MemoryRecord:
         tags=list(r["tags"] or []), session=r["session"] or "", created=r["created"] or 0.0,
         status=r["status"] or "active", scope=r["scope"] or "",
         confidence=1.0 if r.get("confidence") is None else float(r["confidence"]),
-        source=r.get("source") or "",
+        source=r.get("source") or "", label=_label(r.get("label")),
     )
+
+
+def _label(value: Any) -> str:
+    """A stored label, or internal for a row without one (or with one that is not a label:
+    the file is the owner's, but a recall must never fail on it)."""
+    from contracts.labels import LabelError, parse
+
+    try:
+        return parse(value) if isinstance(value, str) else "internal"
+    except LabelError:
+        return "internal"

@@ -79,12 +79,15 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
         policy = config.policy.get(item.kind) or MEMORY_POLICY.get(item.kind, "suggest")
         if policy == "off" or await asyncio.to_thread(store.known, item.content, scope):
             continue
-        auto = policy == "auto" and item.confidence >= config.auto_min_confidence
+        # Learning is a write of free text: from tainted content it waits for the owner
+        # (the graduated taint rule, contracts/taint.py), whatever the policy says.
+        auto = (policy == "auto" and item.confidence >= config.auto_min_confidence
+                and msg.taint == "clean")
         mem_id = short_hash(f"{msg.id}:{i}", 12)
         await asyncio.to_thread(
             store.save, item.content, kind=KIND_OF[item.kind], session=msg.session, scope=scope,
             id=mem_id, status="active" if auto else "proposed",
-            confidence=item.confidence, source=msg.source,
+            confidence=item.confidence, source=msg.source, label=msg.label,
         )
         await actor.audit("learned" if auto else "proposed", mem_id, msg.id, scope, "observer",
                           item.content)

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from actors.base import Actor
+from actors.memory._labels import OVERFETCH, visible
 from actors.memory.scopes import OWNER, Audience, audience
 from bus import delivery
 from contracts import (
@@ -116,7 +117,7 @@ class MemoryActor(Actor):
         try:
             mem_id = await asyncio.to_thread(
                 self.store.save, msg.content, kind=kind, tags=msg.tags, session=msg.session,
-                scope=scope, id=short_hash(msg.id, 12),
+                scope=scope, id=short_hash(msg.id, 12), label=msg.label,
             )
             ok, text = True, f"Saved as memory {mem_id} ({kind})."
             await self.audit("saved", mem_id, msg.id, scope, msg.principal, msg.content)
@@ -136,7 +137,9 @@ class MemoryActor(Actor):
         scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
         limit = max(1, min(msg.limit, 20))
         try:
-            hits = await asyncio.to_thread(self.store.search, msg.query, limit, scopes)
+            hits = await asyncio.to_thread(self.store.search, msg.query, limit * OVERFETCH,
+                                           scopes)
+            hits = visible(hits, msg.ceiling, msg.sink, self.config, limit)
         except Exception as exc:  # noqa: BLE001 - as for saves: retry, then answer without
             if delivery() < SOFT_AFTER or msg.for_call is None:
                 raise
@@ -153,7 +156,9 @@ class MemoryActor(Actor):
     async def _recall(self, msg: Recall) -> None:
         scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
         try:
-            hits = await asyncio.to_thread(self.store.search, msg.query, msg.limit, scopes)
+            hits = await asyncio.to_thread(self.store.search, msg.query,
+                                           msg.limit * OVERFETCH, scopes)
+            hits = visible(hits, msg.ceiling, msg.sink, self.config, msg.limit)
             error = ""
         except Exception as exc:  # noqa: BLE001 - a turn goes on without memories
             log.exception("recall failed")

@@ -38,7 +38,7 @@ STATUSES = frozenset({"active", "archived", "proposed", "rejected"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
-_HIT_COLUMNS = ["id", "kind", "content", "scope"]
+_HIT_COLUMNS = ["id", "kind", "content", "scope", "label"]
 
 
 class MemoryStore:
@@ -100,7 +100,7 @@ class MemoryStore:
     def save(self, content: str, *, kind: str = "fact", tags: Iterable[str] = (),
              session: str = "", scope: str = "", id: str | None = None,
              created: float | None = None, status: str = "active", confidence: float = 1.0,
-             source: str = "") -> str:
+             source: str = "", label: str = "internal") -> str:
         """Insert a memory unless a row with the same id exists; return its id.
 
         `scope` defaults to the memory's own session (see actors/memory/scopes.py).
@@ -116,6 +116,7 @@ class MemoryStore:
             "id": mem_id, "kind": kind, "content": content, "tags": [str(t) for t in tags],
             "session": session, "created": created or time.time(), "status": status,
             "scope": scope or f"session:{session}", "confidence": confidence, "source": source,
+            "label": label,
         }
         if vectors is not None:
             row["vector"] = vectors[0]
@@ -139,7 +140,7 @@ class MemoryStore:
             rows = [{"id": r.id, "kind": r.kind, "content": r.content, "tags": r.tags,
                      "session": r.session, "created": r.created or time.time(),
                      "status": r.status, "scope": r.scope, "confidence": r.confidence,
-                     "source": r.source} for r in part]
+                     "source": r.source, "label": r.label} for r in part]
             if vecs is not None:
                 if not self.vectors.model and self.embedder is not None:
                     self._embed([part[0].content])  # claims the vector column for the model

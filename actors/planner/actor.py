@@ -110,7 +110,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             case SessionReset():
                 # Forgotten history no longer raises the session's label, and /reset drops the
                 # turn in progress too (_on_reset).
-                state.label, state.taint = "public", taint.CLEAN
+                state.label = "public"
                 # /reset starts a fresh session budget too (seed 000).
                 await budget.renew(self.bus, state.session, force=True)
                 return await self._on_reset(state, msg)
@@ -143,12 +143,16 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             log.info("session %s was paused by its budget; renewed by the user's message",
                      req.session)
         state.label = labels.join(state.label, req.label)
-        # A third party's text is never clean, whatever its producer said (contracts/taint.py).
-        state.taint = taint.join(state.taint, taint.join(req.taint, taint.floor(req.principal_kind)))
-        state.active = TurnState(request=req, label=state.label, taint=state.taint)
+        # Taint is the turn's own (its text, then its tool results): the owner's next message
+        # starts clean, so their chat gets no new approvals after a web page was read (seed
+        # 003 taints per task too). A third party's text is never clean (contracts/taint.py).
+        level = taint.join(req.taint, taint.floor(req.principal_kind))
+        state.active = TurnState(request=req, label=state.label, taint=level)
         self._arm(state.active, "recall")
+        # No read up, no write down: only memories this turn may read and its chat may see.
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
-                        principal=req.principal, is_owner=req.is_owner)
+                        principal=req.principal, is_owner=req.is_owner, ceiling=state.label,
+                        sink=f"{req.reply_to.channel}:{req.reply_to.chat}")
         await self.send(recall)
 
     def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
@@ -196,7 +200,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             tools=tools, purpose=purpose,
             preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
-            label=turn.label,
+            label=turn.label, principal=turn.request.principal,
         )
         try:
             await self.send(req)
@@ -270,7 +274,6 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         turn.label = labels.join(turn.label, msg.label)
         state.label = labels.join(state.label, msg.label)
         turn.taint = taint.join(turn.taint, msg.taint)
-        state.taint = taint.join(state.taint, msg.taint)
         turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True

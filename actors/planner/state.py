@@ -60,8 +60,6 @@ class SessionState(msgspec.Struct, kw_only=True):
     preview_sink: Sink | None = None
     # The highest label of any turn in this session: its history carries that data along.
     label: str = "public"
-    # The worst taint of any turn or tool result in this session, for the same reason.
-    taint: Taint = "clean"
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""
