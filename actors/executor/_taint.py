@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from contracts.config import Config
 
 
+#: Labels by provenance (seed 003 §4.3) for tools whose data has a known origin; the owner's
+#: executor.tool_labels win. A web page came from the open internet: public.
+DEFAULT_LABELS = {"web_fetch": "public"}
+
+
 def output_taint(name: str, config: Config) -> taint.Taint:
     """How tainted a tool's output is: privacy.tool_taint, else raw for MCP tools (content
     from another service), clean for the rest."""

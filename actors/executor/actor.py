@@ -169,7 +169,8 @@ class ExecutorActor(Actor):
     async def _label(self, req: ToolRequest, claimed: str) -> str:
         """The result's label: the tool's ceiling, raised (never lowered) by its claim; a claim
         below the ceiling, or not a label at all, is overridden and audited."""
-        ceiling = self.config.executor.tool_labels.get(req.name, labels.INTERNAL)
+        ceiling = self.config.executor.tool_labels.get(
+            req.name, _taint.DEFAULT_LABELS.get(req.name, labels.INTERNAL))
         try:
             label = labels.join(ceiling, labels.parse(claimed)) if claimed else ceiling
         except labels.LabelError:
