@@ -4,7 +4,9 @@ A delivery is `POST <path>/<source>` with headers `X-Wintermute-Timestamp` (Unix
 `X-Wintermute-Signature: sha256=<hex>`, the HMAC-SHA256 under the shared secret of
 `<timestamp>.<body>` (the timestamp is signed so a captured body cannot be re-sent with a fresh
 one), and optionally `X-Wintermute-Delivery` (the sender's id; else the signature is the id).
-The body is JSON `{"text": "..."}`. Refused: a bad or missing signature or a timestamp outside
+The body is JSON `{"text": "..."}` (taint `raw`); for a source with a structured extractor
+(`channels.webhook.extract.<source>`) any JSON object, of which the model sees only the typed
+fields (taint `extracted`, kit/extract.py) after the owner's task text. Refused: a bad or missing signature or a timestamp outside
 the replay window (401), a delivery id already accepted (409), anything else malformed (400,
 413). Each refusal and each acceptance is audited. An accepted delivery is a turn of the
 principal `webhook:<source>` (never the owner), in its own session, replying to the configured
