@@ -7,6 +7,7 @@ Shared by tests/e2e/test_faults.py (assertions) and benchmarks/chaos.py (figures
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,6 +137,24 @@ class Instance:
                 return time.monotonic() - t0
             await asyncio.sleep(0.1)
         raise AssertionError(f"{name} did not come back within {timeout}s")
+
+
+@contextlib.asynccontextmanager
+async def running_up(home: Path, env: dict[str, str] | None = None,
+                     timeout: float = 120) -> AsyncIterator[tuple[Instance, FakeModel]]:
+    """`wintermute up` on `home` answered by a FakeModel, connected and healthy; killed after."""
+    model = FakeModel()
+    inst = Instance(home, model.url, env)
+    inst.start()
+    try:
+        await inst.connect()
+        await inst.wait_healthy(timeout)
+        yield inst, model
+    finally:
+        if inst.bus is not None:
+            await inst.bus.close()
+        inst.kill()
+        model.stop()
 
 
 async def read_stream(bus: Bus, stream: str, subject: str = ">", start: int = 1

@@ -15,6 +15,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from contracts.templates import Template
+from contracts.templates import check as check_template
+
 ENV_PREFIX = "WM__"
 
 
@@ -450,6 +453,9 @@ class PrivacyConfig(_Section):
     # to the conversation's own chat is its reply).
     read_tools: list[str] = msgspec.field(
         default_factory=lambda: ["web_fetch", "memory_search", "escalate"])
+    # Task templates (contracts/templates.py) by name: replace a shipped one (owner_chat,
+    # scheduled, paired_dm, third_party_dm, webhook) or add one matched before them.
+    templates: dict[str, Template] = msgspec.field(default_factory=dict)
 
 
 class Config(_Section):
@@ -698,6 +704,9 @@ def _check(config: Config, agent: AgentConfig) -> None:
                 raise ConfigError(
                     f"config.toml: invalid key in 'privacy.sink_rules': {exc}") from None
     _check_taint(config)
+    for name, template in config.privacy.templates.items():
+        if why := check_template(name, template):
+            raise ConfigError(f"config.toml: invalid value for {why}")
     for tool, label in config.executor.tool_labels.items():
         try:
             parse(label)

@@ -144,6 +144,8 @@ class ExecutorFacts(Record, frozen=True, kw_only=True):
     agent_tools: list[str] = msgspec.field(default_factory=list)
     # MCP servers by name: state (ready | restarting | starting), tools, error, restarts
     mcp: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
+    skills: list[str] = msgspec.field(default_factory=list)  # usable skills in skills/
+    skill_problems: dict[str, str] = msgspec.field(default_factory=dict)  # folder -> why not
     # Docker/Podman mode: the warm container, its image, the API it runs on, set-up notes
     container: str = ""
     image: str = ""
@@ -212,6 +214,33 @@ class CatalogRow(Record, frozen=True, kw_only=True):
     problem: str = ""
     timeout_secs: float | None = None
     meta: dict[str, Any] | None = None  # ToolMeta.public()
+
+
+class SkillRow(Record, frozen=True, kw_only=True):
+    """One skill in wm_state `tools.skills`: what the model is told about it, and its use."""
+
+    name: str
+    description: str
+    when_to_use: str = ""
+    tools: list[str] = msgspec.field(default_factory=list)  # tools it needs
+    model_role: str = ""
+    scripts: list[str] = msgspec.field(default_factory=list)
+    limits: dict[str, Any] = msgspec.field(default_factory=dict)  # timeout_secs, memory_mb, ...
+    available: bool = True
+    problem: str = ""  # why it is not available (a required tool missing)
+    loads: int = 0  # load_skill calls that returned its body
+    runs: int = 0  # run_skill_script calls
+    failures: int = 0  # runs that failed or timed out
+    last_used: float = 0.0  # unix time of the last load or run
+
+
+class SkillsReport(Record, frozen=True, kw_only=True):
+    """wm_state `tools.skills`: the executor's skills with their use counts (kept across
+    restarts from this record), and the skill folders it could not read, with the reason."""
+
+    skills: list[SkillRow] = msgspec.field(default_factory=list)
+    problems: dict[str, str] = msgspec.field(default_factory=dict)  # folder -> what is wrong
+    sandbox: str = ""  # how skill scripts run here, or why they cannot
 
 
 class TrustEntry(Record, frozen=True, kw_only=True):

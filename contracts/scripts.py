@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import msgspec
 
 from contracts.base import Msg
@@ -15,6 +17,7 @@ class ScriptsRevert(Msg, frozen=True, kw_only=True, tag="scripts.revert"):
     is_owner: bool = False
     reply_to: Sink | None = None  # where to tell the outcome, besides the event
     head: str = ""  # if set: revert only while this (full or abbreviated) sha is the last commit
+    repo: Literal["scripts", "skills"] = "scripts"  # which folder's last commit (skills/ too)
 
 
 class ScriptsReverted(Msg, frozen=True, kw_only=True, tag="scripts.reverted"):

@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from contracts.base import Msg
+from contracts.capability import Capability
 from contracts.channel import Sink
 from contracts.labels import Label
 from contracts.taint import Taint
@@ -31,6 +32,9 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     # owner before a write that carries tainted content (the graduated rule).
     taint: Taint = "clean"
     extracted: dict[str, str | list[str]] = msgspec.field(default_factory=dict)
+    # The planner's signed permission for this call (contracts/capability.py); the executor
+    # refuses a call without a valid one.
+    capability: Capability | None = None
 
 
 class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):

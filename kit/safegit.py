@@ -39,8 +39,10 @@ class GitError(Exception):
 
 
 def git_dir(work_tree: Path) -> Path:
-    """Where the git directory of WINTERMUTE_HOME/scripts lives: WINTERMUTE_HOME/data/scripts.git."""
-    return work_tree.resolve().parent / "data" / "scripts.git"
+    """Where the git directory of WINTERMUTE_HOME/<folder> lives: WINTERMUTE_HOME/data/<folder>.git
+    (scripts/ -> data/scripts.git, skills/ -> data/skills.git)."""
+    work_tree = work_tree.resolve()
+    return work_tree.parent / "data" / f"{work_tree.name}.git"
 
 
 def _empty_home(work_tree: Path) -> str:
@@ -132,7 +134,7 @@ def ensure_repo(work_tree: Path) -> list[str]:
             "Agent-created tools live here, one commit a change.\n")
     run_git(work_tree, "init", "-q")
     run_git(work_tree, "add", "-A")
-    message = (INIT_MESSAGE if not done else
+    message = (INIT_MESSAGE.replace("scripts", work_tree.name) if not done else
                "import scripts/ (the old scripts/.git was moved aside unread)")
     run_git(work_tree, "commit", "-q", "--allow-empty", "-m", message)
     done.append("data/scripts.git")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
+import threading
+import traceback
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,43 @@ from bus import Bus
 from contracts.config import Settings, load_settings
 from supervisor.process.home import init_home
 from supervisor.process.natsserver import EmbeddedNats
+
+
+@pytest.fixture(autouse=True)
+def _dump_tasks_before_timeout(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Shortly before pytest-timeout fails a test, print every pending asyncio task's stack:
+    the timeout itself only shows the event loop idling in select(), not what it waits for."""
+    marker = request.node.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker and marker.args else float(
+        request.config.getini("timeout") or 0)
+    if limit <= 30:
+        yield
+        return
+    timer = threading.Timer(limit - 15, _dump_tasks, args=(request.node.nodeid,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _dump_tasks(nodeid: str) -> None:
+    for _ in range(5):  # the set may change under us: another thread runs the loop
+        try:
+            tasks = [t for t in list(asyncio.tasks._all_tasks) if not t.done()]  # type: ignore[attr-defined]
+            break
+        except RuntimeError:
+            continue
+    else:
+        return
+    out = [f"--- {len(tasks)} pending asyncio tasks of {nodeid}, 15 s before its timeout ---"]
+    for task in tasks:
+        frames = task.get_stack(limit=6)
+        out.append(f"{task.get_name()}: {task.get_coro()!r}")
+        out.extend("    " + line.rstrip() for f in frames
+                   for line in traceback.format_stack(f, limit=1))
+    print("\n".join(out), file=sys.stderr, flush=True)
 
 
 @pytest.fixture(scope="session")
@@ -58,3 +99,12 @@ async def bus(nats_url: str, prefix: str) -> AsyncIterator[Bus]:
     await b.provision()
     yield b
     await b.close()
+
+
+@pytest.fixture(autouse=True)
+def capability_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One capability-token key for the test process (kit/capability.py), so tests that hand
+    the executor a call directly can sign it (tests/capability.py) like the planner does."""
+    from tests.capability import TEST_KEY
+
+    monkeypatch.setenv("WINTERMUTE_CAPABILITY_KEY", TEST_KEY.hex())

@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from actors.channel.commands import CommandContext, handle_command
+from bus import StoreFull
 from contracts import ApprovalDecision, Notice, Sink, TurnRequest, short_hash, taint
 from kit.redact import credential_guard
 
@@ -152,7 +153,11 @@ class Inbound:
                            reply_to=sink, is_owner=is_owner,
                            principal_kind="owner" if is_owner else "third_party",
                            taint=taint.CLEAN if is_owner else taint.RAW)
-        await self.bus.send(turn)
+        try:
+            await self.bus.send(turn)
+        except StoreFull:  # tell them without the store; Slack redelivers the unacked envelope
+            await self.actor.store_full(sink)
+            raise
 
     # --- buttons and slash commands ---------------------------------------------------------
 
@@ -166,10 +171,12 @@ class Inbound:
             log.warning("approval click from unknown slack user %s ignored", principal)
             return False
         channel = (body.get("channel") or {}).get("id", "")
+        thread = str((body.get("message") or {}).get("thread_ts", "") or "")
         decision = ApprovalDecision(
             id=f"slack:{team}:{channel}:{action.get('action_ts', '')}:{user}:decision",
             approval_id=str(action.get("value", "")), approved=action["action_id"] == "wm_approve",
             principal=principal, is_owner=is_owner,
+            reply_to=Sink(channel="slack", chat=channel, thread=thread) if channel else None,
         )
         await self.bus.send(decision)
         return is_owner

@@ -214,9 +214,15 @@ class Inbound:
             await self._answer(query, "Only the owner can answer approvals.", alert=True)
             return
         approved = verb == "a"
+        where = query.message
+        reply_to = None
+        if where is not None:  # an unknown, used or expired id is explained where it was clicked
+            topic = getattr(where, "message_thread_id", None)
+            reply_to = Sink(channel="telegram", chat=str(where.chat.id),
+                            thread=str(topic) if topic else "")
         decision = ApprovalDecision(
             id=f"{base}:decision", approval_id=approval_id, approved=approved,
-            principal=f"telegram:{query.from_user.id}", is_owner=True,
+            principal=f"telegram:{query.from_user.id}", is_owner=True, reply_to=reply_to,
         )
         await self.a.bus.send(decision)
         word = "Approved" if approved else "Denied"

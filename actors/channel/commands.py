@@ -15,7 +15,8 @@ from contracts import (
     SessionRetry,
     Sink,
 )
-from contracts.records import ExecutorFacts, SupervisorStatus
+from contracts.records import ExecutorFacts, SkillsReport, SupervisorStatus
+from kit.skillmd import problem_line
 from state import budget_view
 
 HELP = (
@@ -23,13 +24,15 @@ HELP = (
     "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
     "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
+    "/skills (skills and how often each was used; /skills revert undoes the last skill change), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
 )
 
 T = TypeVar("T")
 
-OWNER_ONLY = {"/status", "/budget", "/tools", "/revert", "/approve", "/deny", "/memory"}
+OWNER_ONLY = {"/status", "/budget", "/tools", "/revert", "/approve", "/deny", "/memory",
+              "/skills"}
 
 
 @dataclass
@@ -157,18 +160,32 @@ async def _release(actor: Any, ctx: CommandContext, name: str) -> str:
     return f"Asked the supervisor to release the tool {name}; the outcome goes to {sink}."
 
 
-async def _revert(actor: Any, ctx: CommandContext, rest: str) -> str:
-    # The executor owns scripts/: it reverts, reloads the tools, and reports to the sink.
+async def _revert(actor: Any, ctx: CommandContext, rest: str, repo: str = "scripts") -> str:
+    # The executor owns scripts/ and skills/: it reverts, reloads, and reports to the sink.
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     revert = ScriptsRevert(id=f"{ctx.input_id}:revert", principal=ctx.principal,
-                           is_owner=ctx.is_owner, reply_to=sink)
+                           is_owner=ctx.is_owner, reply_to=sink,
+                           repo="skills" if repo == "skills" else "scripts")
     await actor.bus.send(revert)
-    return f"Asked the executor to undo the last change in scripts/; the outcome goes to {sink}."
+    return f"Asked the executor to undo the last change in {repo}/; the outcome goes to {sink}."
+
+
+async def _skills(actor: Any, ctx: CommandContext, rest: str) -> str:
+    if rest.strip() == "revert":
+        return await _revert(actor, ctx, "", repo="skills")
+    report = await _state(actor, "tools.skills", SkillsReport)
+    if report is None:
+        return "The executor has not reported its skills yet."
+    lines = [f"{r.name} — {r.description} (loaded {r.loads}×, scripts run {r.runs}×"
+             + (f", {r.failures} failed" if r.failures else "") + ")"
+             + ("" if r.available else f" [unavailable: {r.problem}]") for r in report.skills]
+    lines += [problem_line(folder, why) for folder, why in sorted(report.problems.items())]
+    return "Skills:\n" + "\n".join(lines) if lines else "No skills in skills/."
 
 
 COMMANDS = {
     "/help": _help, "/start": _help, "/approve": _approve, "/deny": _deny, "/reset": _reset,
     "/retry": _retry,
     "/status": _status, "/budget": _budget, "/memory": _memory, "/tools": _tools,
-    "/revert": _revert,
+    "/revert": _revert, "/skills": _skills,
 }

@@ -20,7 +20,7 @@ from actors.channel._slack_inbound import NOT_OWNER, Inbound
 from actors.channel._slack_send import Poster
 from actors.channel.adapter import Adapter
 from bus import Reject
-from contracts import ApprovalPrompt, Notice, Reply
+from contracts import ApprovalPrompt, Notice, Reply, Sink
 from kit.secrets import load_dotenv
 
 if TYPE_CHECKING:
@@ -269,6 +269,10 @@ class SlackAdapter(Adapter):
                 chunks = fmt.split(fmt.to_mrkdwn(msg.text), self.cfg.max_message_chars)
                 parts = [{"text": c, "unfurl_links": False} for c in chunks]
         await self.poster.post(msg.id, sink.chat, sink.thread, parts)
+
+    async def direct(self, sink: Sink, text: str) -> None:
+        await self.client.chat_postMessage(channel=sink.chat, thread_ts=sink.thread or None,
+                                           text=fmt.escape(text), unfurl_links=False)
 
     async def suppressed(self, msg: Reply) -> None:
         log.info("reply %s suppressed ([NO_REPLY])", msg.id)

@@ -12,6 +12,7 @@ import msgspec
 
 from actors.base import Actor
 from actors.executor import _taint
+from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
 
 
-class ExecutorActor(Actor):
+class ExecutorActor(Actor, CapabilityGate):
     name = "executor"
     inbox = ExecutorInbox
 
@@ -69,6 +70,9 @@ class ExecutorActor(Actor):
             self.registry.add(docker_tool)
         self.scripts = ScriptsService(self)  # agent-created tools from scripts/
         await self.scripts.start()
+        from actors.executor.skills import attach_skills
+
+        self.skills = await attach_skills(self)  # skills/: load_skill, run_skill_script, ...
         self.mcp: McpHub | None = None
         self._mcp_names: set[str] = set()
         if self.config.mcp.servers:  # the SDK is imported only when servers are configured
@@ -107,8 +111,10 @@ class ExecutorActor(Actor):
         await self.scripts.publish(self.registry.specs())
         hub: McpHub | None = getattr(self, "mcp", None)
         mcp = hub.facts() if hub is not None else {}
+        skills = getattr(self, "skills", None)
         facts = msgspec.convert({**self.sandbox.facts(), "tools": self.registry.names(), "mcp": mcp,
-                                 "agent_tools": self.scripts.names()}, ExecutorFacts)
+                                 "agent_tools": self.scripts.names(),
+                                 **(skills.facts() if skills else {})}, ExecutorFacts)
         await self.bus.kv_put(self.subjects.kv_state, "executor", facts)
 
     def health_info(self) -> dict[str, Any]:
@@ -132,6 +138,10 @@ class ExecutorActor(Actor):
 
     async def _on_request(self, req: ToolRequest) -> None:
         await self.scripts.refresh()  # hot reload: files edited since the last look
+        problem = self._capability_problem(req)
+        if problem:  # no valid token for this call under its turn's template: never run
+            await self._refuse(req, "capability", problem)
+            return
         tool = self._tool(req.name)
         if tool is None:
             await self._result(req, False, self.scripts.unknown(req.name, self.registry.names()))
@@ -245,8 +255,11 @@ class ExecutorActor(Actor):
         # _meta, hot reload (create_tool) and the offered list, before the model hears back
         version = await self.scripts.after_run(tool, out, duration_ms)
         label = await self._label(req, out.label)
-        await self._result(req, out.ok, out.output, deferred=deferred, result_id=result_id,
-                           label=label, taint=_taint.output_taint(req.name, self.config))
+        withheld = await self._read_up(req, label)  # above the template's ceiling: not shown
+        await self._result(req, out.ok and not withheld, withheld or out.output,
+                           deferred=deferred, result_id=result_id,
+                           label=labels.INTERNAL if withheld else label,
+                           taint=_taint.output_taint(req.name, self.config))
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -261,6 +274,13 @@ class ExecutorActor(Actor):
             return
         result_id = f"{msg.id}:result"
         tool = self._tool(call.name)
+        problem = self._capability_problem(call, approved=True)
+        if msg.status == "approved" and problem:  # approved, but not what a turn asked for
+            await self._result(call, False, problem, deferred=True, result_id=result_id)
+            await self.audit_decision("tool.refused", "refused", problem, about=result_id,
+                                      session=call.session,
+                                      refs={"tool": call.name, "rule": "capability"})
+            return
         if msg.status == "approved" and tool is not None:
             await self._run(tool, call, deferred=True, result_id=result_id)
             return

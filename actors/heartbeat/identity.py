@@ -15,6 +15,7 @@ def render_identity(settings: Settings, executor: ExecutorFacts | None,
     roles = ", ".join(f"{k} = {v}" for k, v in models.roles.items()) or "none"
     fallback = ", ".join(models.fallback) or "none"
     tools = (", ".join(executor.tools) if executor else "") or "unknown (executor not started yet)"
+    skills = ", ".join(executor.skills) if executor and executor.skills else "none"
     counts = memory.counts if memory else {}
     total = sum(counts.values()) if counts else 0
     by_kind = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "none yet"
@@ -39,6 +40,7 @@ your conversation.
 
 ## Tools
 - core: {tools}
+- skills: {skills} (load_skill gives the instructions of one; `wintermute skills` lists them)
 - executor mode: {(executor.note or executor.mode) if executor else "unknown"}
 - at most {cfg.budget.max_tool_calls_per_turn} tool calls per turn
 

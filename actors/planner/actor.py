@@ -16,7 +16,9 @@ from typing import Any
 from actors.base import Actor
 from actors.planner import _guard, context
 from actors.planner._faults import TurnFaults
+from actors.planner._pte import PlanThenExecute
 from actors.planner._session import SessionOps
+from actors.planner._templates import TemplateOps
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
 from bus import PublishError, Reject
@@ -33,7 +35,6 @@ from contracts import (
     SessionRetry,
     Sink,
     TaskOutcome,
-    ToolRequest,
     ToolResult,
     ToolSpec,
     TurnRequest,
@@ -50,7 +51,7 @@ PlannerInbox = (
 )
 
 
-class PlannerActor(Actor, TurnFaults, SessionOps):
+class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
     name = "planner"
     inbox = PlannerInbox | DeadLetter
 
@@ -147,7 +148,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         # starts clean, so their chat gets no new approvals after a web page was read (seed
         # 003 taints per task too). A third party's text is never clean (contracts/taint.py).
         level = taint.join(req.taint, taint.floor(req.principal_kind))
-        state.active = TurnState(request=req, label=state.label, taint=level)
+        state.active = TurnState(request=req, label=state.label, taint=level,
+                                 template=self._choose_template(state, req))
         self._arm(state.active, "recall")
         # No read up, no write down: only memories this turn may read and its chat may see.
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
@@ -176,6 +178,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "recall":
             return False
+        if self._template(turn).plan_then_execute:
+            await self._plan(state, turn, msg)
+            return True
         system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
                                        state.summary)
         turn.messages = [
@@ -185,7 +190,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         ]
         turn.new_from = len(turn.messages) - 1
         self._arm(turn, "llm")
-        await self._ask_model(state, turn, await self._tools())
+        await self._ask_model(state, turn, await self._offered_tools(turn))
         return True
 
     async def _ask_model(self, state: SessionState, turn: TurnState,
@@ -198,7 +203,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
             tools=tools, purpose=purpose,
-            preview_to=turn.request.reply_to if turn.request.preview_interval > 0 else None,
+            # A plan is never shown: only answers are previewed.
+            preview_to=turn.request.reply_to
+            if turn.request.preview_interval > 0 and turn.stage != "plan" else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
             label=turn.label, principal=turn.request.principal,
         )
@@ -232,34 +239,15 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
             await self._finish(state, halt.text, record=False, failure=halt.reason,
                                skipped=halt.skipped)
             return True
+        if turn.stage:
+            return await self._pte_step(state, turn, msg)
         turn.messages.append(
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
         )
         if not msg.tool_calls:
             await self._finish(state, msg.content)
             return True
-        limit = self.config.budget.max_tool_calls_per_turn
-        self._arm(turn, "tools")
-        turn.calls = [c.id for c in msg.tool_calls]
-        turn.results = {}
-        for i, call in enumerate(msg.tool_calls):
-            if turn.tool_calls_used >= limit:
-                turn.results[call.id] = ToolResult(
-                    id=f"{turn.turn_id}:tool:{turn.step}:{i}:limit", session=state.session,
-                    turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
-                    ok=False, output=f"Not run: this turn reached its limit of {limit} tool "
-                    "calls (budget.max_tool_calls_per_turn). Answer with what you have.",
-                )
-                continue
-            turn.tool_calls_used += 1
-            req = ToolRequest(
-                id=f"{turn.turn_id}:tool:{turn.step}:{i}", session=state.session,
-                turn_id=turn.turn_id, step=turn.step, call_id=call.id, name=call.name,
-                arguments=call.arguments, is_owner=turn.request.is_owner,
-                reply_to=turn.request.reply_to, principal=turn.request.principal,
-                label=turn.label, taint=turn.taint, extracted=turn.request.extracted,
-            )
-            await self.send(req)
+        await self._dispatch(state, turn, msg.tool_calls)
         await self._maybe_continue(state, turn)
         return True
 
@@ -281,6 +269,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
     async def _maybe_continue(self, state: SessionState, turn: TurnState) -> None:
         if any(c not in turn.results for c in turn.calls):
             return
+        if turn.stage:  # plan-then-execute: the results go to the synthesizer
+            await self._synthesize(state, turn)
+            return
         for call_id in turn.calls:
             result = turn.results[call_id]
             turn.messages.append(
@@ -290,8 +281,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps):
         turn.step += 1
         self._arm(turn, "llm")
         turn.calls, turn.results = [], {}
-        limit_hit = turn.tool_calls_used >= self.config.budget.max_tool_calls_per_turn
-        await self._ask_model(state, turn, [] if limit_hit else await self._tools())
+        limit_hit = turn.tool_calls_used >= self._tool_limit(turn)
+        await self._ask_model(state, turn, [] if limit_hit else await self._offered_tools(turn))
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
                       failure: str = "", skipped: bool = False) -> None:

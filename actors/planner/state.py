@@ -37,6 +37,10 @@ class TurnState(msgspec.Struct, kw_only=True):
     taint: Taint = "clean"  # the worst taint of what the model sees in this turn
     tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
     repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
+    template: str = ""  # the task template it runs under (contracts/templates.py)
+    # Plan-then-execute (actors/planner/_pte.py): "plan" or "synth"; "" for the ordinary loop.
+    stage: str = ""
+    synth_system: str = ""  # the synthesizer's system message, kept from the recall
 
     @property
     def turn_id(self) -> str:
@@ -60,6 +64,10 @@ class SessionState(msgspec.Struct, kw_only=True):
     preview_sink: Sink | None = None
     # The highest label of any turn in this session: its history carries that data along.
     label: str = "public"
+    template: str = ""  # the last principal turn's template (an event turn continues it)
+    # Plan-then-execute sessions: what earlier plans called (tool, arguments, ok), never the
+    # raw messages or tool output; the planning model sees it (seed 003 §9).
+    working: list[dict[str, object]] = msgspec.field(default_factory=list)
 
     def knows(self, turn_id: str) -> bool:
         """Whether this turn was already accepted (running, queued or finished)."""

@@ -12,6 +12,7 @@ from bus import Bus
 from contracts import Health
 from contracts.config import Settings
 from contracts.records import ExecutorFacts, MemoryFacts, SupervisorStatus
+from kit.skillmd import problem_line
 from state import budget, budget_view
 from state.holds import disabled_tasks, quarantined_tools
 from supervisor.process.status import judge, status_warnings
@@ -170,6 +171,10 @@ def render_status(status: dict[str, Any]) -> str:
     executor = status.get("executor") or {}
     if executor.get("note"):
         lines.append(f"executor: {executor['note']}")
+    if executor.get("skills"):
+        lines.append(f"skills: {', '.join(executor['skills'])} (`wintermute skills`)")
+    for folder, why in sorted((executor.get("skill_problems") or {}).items()):
+        lines.append(f"skill WARNING: {problem_line(folder, why)}")
     memory = status.get("memory") or {}
     if memory:
         total = sum(memory.get("counts", {}).values())

@@ -206,6 +206,30 @@ def revert(timeout: float) -> None:
     sys.exit(0 if ok else 1)
 
 
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def skills(ctx: click.Context, as_json: bool) -> None:
+    """The skills in skills/ with their use counts, and any SKILL.md that cannot be used."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from supervisor.cli.skills import gather_skills, render_skills
+
+    data = asyncio.run(gather_skills(_settings()))
+    click.echo(json.dumps(data, indent=2) if as_json else render_skills(data))
+
+
+@skills.command("revert")
+@click.option("--timeout", default=30.0, show_default=True, help="Seconds to wait for the executor.")
+def skills_revert(timeout: float) -> None:
+    """Undo the last change in skills/ (a new commit in data/skills.git)."""
+    from supervisor.cli.tools import revert_scripts
+
+    ok, text = asyncio.run(revert_scripts(_settings(), timeout, repo="skills"))
+    click.echo(text, err=not ok)
+    sys.exit(0 if ok else 1)
+
+
 @tools.command("release")
 @click.argument("name")
 def tools_release(name: str) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -82,11 +82,13 @@ def render_tools(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines + ([""] + notes if notes else []))
 
 
-async def revert_scripts(settings: Settings, timeout: float) -> tuple[bool, str]:
-    """Ask the executor to undo the last scripts/ commit; (ok, what it said)."""
+async def revert_scripts(settings: Settings, timeout: float,
+                         repo: Literal["scripts", "skills"] = "scripts") -> tuple[bool, str]:
+    """Ask the executor to undo the last commit of scripts/ (or skills/); (ok, what it said)."""
     bus = await connect(settings, "revert")
     try:
-        request = ScriptsRevert(id=f"cli:{uuid.uuid4().hex}", principal="cli", is_owner=True)
+        request = ScriptsRevert(id=f"cli:{uuid.uuid4().hex}", principal="cli", is_owner=True,
+                                repo=repo)
         answer: asyncio.Future[ScriptsReverted] = asyncio.get_running_loop().create_future()
 
         async def on_msg(raw: Delivery) -> None:

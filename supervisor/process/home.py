@@ -10,6 +10,7 @@ from pathlib import Path
 
 from kit.private import private_dir
 from kit.safegit import ensure_repo
+from kit.skillmd import ship_examples
 
 CONFIG_TOML = """\
 # Wintermute configuration: owned by you; the agent reads it and never writes it.
@@ -178,5 +179,6 @@ def _init_locked(home: Path) -> list[str]:
     os.chmod(env, 0o600)
     # Outside every sandbox mount; also moves an old, untrusted scripts/.git aside.
     created += ensure_repo(home / "scripts")
+    created += [f"skills/{name}/" for name in ship_examples(home / "skills")]
     return created
 

@@ -69,10 +69,18 @@ class Running:
         acked, and its connection drops."""
         proc, task, bus = self.procs.pop(name)
         victims = [task, *_TASKS.pop(f"{name}@{id(proc)}", ())]
-        for t in victims:
-            t.cancel()
-        await asyncio.gather(*victims, return_exceptions=True)
-        await bus.nc.close()
+        pending: set[asyncio.Task[Any]] = set(victims)
+        for _ in range(3):  # a task may catch one cancellation while it cleans up
+            for t in pending:
+                t.cancel()
+            _, pending = await asyncio.wait(pending, timeout=10)
+            if not pending:
+                break
+        if pending:  # a real kill -9 cannot be ignored: name the task instead of hanging
+            raise AssertionError(f"{name} tasks ignored cancellation: " + "; ".join(
+                f"{t.get_name()} at {t.get_stack(limit=3)}" for t in pending))
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(bus.nc.close(), 10)
 
     async def stop_all(self) -> None:
         for name in list(self.procs):

@@ -20,6 +20,7 @@ from contracts.config import Settings
 from kit.safegit import run_git
 from supervisor.cli.tools import gather_tools, render_tools, revert_scripts
 from tests.actors.harness import ALL, actors, chat
+from tests.capability import as_paired, open_templates
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
@@ -97,8 +98,9 @@ class Caller:
     async def call(self, name: str, args: dict[str, Any], is_owner: bool = True) -> ToolResult:
         call_id = uuid.uuid4().hex
         self.results[call_id] = asyncio.get_running_loop().create_future()
-        req = ToolRequest(id=f"dyn:{call_id}", session="dyn", turn_id="dyn:turn", step=0,
-                          call_id=call_id, name=name, arguments=args, is_owner=is_owner)
+        req = as_paired(ToolRequest(id=f"dyn:{call_id}", session="dyn", turn_id="dyn:turn",
+                                    step=0, call_id=call_id, name=name, arguments=args,
+                                    is_owner=is_owner))
         await self.bus.publish(self.bus.subjects.cmd("executor", "run"), req)
         return await asyncio.wait_for(self.results[call_id], 60)
 
@@ -161,6 +163,7 @@ async def test_self_coding_loop_create_call_break_revert(
 async def test_create_tool_validates_and_commits(
     settings_for: SettingsFor, home: Path, caller: Caller
 ) -> None:
+    open_templates(home)  # non-owners may call any tool: the owner-only rule is what refuses
     settings = settings_for()
     async with actors(settings, "executor"):
         for bad in ("../evil", "Evil", "a/b", "", "execute_command"):

@@ -18,6 +18,7 @@ from actors.memory.scopes import GLOBAL, OWNER, audience, valid_scope
 from actors.memory.store import MemoryStore
 from contracts.config import Settings
 from tests.actors.harness import ALL, actors, chat
+from tests.capability import open_templates
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.telegram_server import BOT_USERNAME, FakeTelegram
 
@@ -138,6 +139,10 @@ def _requests_since(llm: FakeLLM, start: int) -> tuple[str, str]:
 async def test_telegram_users_never_see_each_others_memories(
     tg: FakeTelegram, llm: FakeLLM, settings_for: SettingsFor, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The friends' template lets them keep memories (the shipped third-party one does not), so
+    # what keeps their memories apart is the scopes.
+    open_templates(settings_for().home, '[privacy.templates.friends]\nprincipals = '
+                   f'["telegram:{FRIEND}", "telegram:{OTHER}"]\ntools = ["memory_*"]\n')
     settings = _settings(settings_for, tg, llm, monkeypatch)
     (settings.home / "USER.md").write_text("The owner's birthday is on May 3rd.\n")
     async with actors(settings, *ALL):

@@ -11,10 +11,13 @@ import pytest
 from actors.executor.messaging import ORACLE_SYSTEM
 from contracts.config import Settings
 from tests.actors.harness import ALL, actors, chat
+from tests.capability import open_templates
 from tests.fakes.llm_servers import FakeLLM
 
 SettingsFor = Callable[..., Settings]
 SECRET = "msg-s3cret-Value-24680"
+GUEST_TOML = ('[privacy.templates.guest]\nprincipals = ["terminal:guest"]\n'
+              'tools = ["send_message"]\nsinks = ["*"]\n')
 
 
 @pytest.fixture
@@ -63,8 +66,13 @@ async def test_a_secret_in_a_message_waits_for_the_owner(settings: Settings) -> 
 
 
 async def test_send_message_to_another_chat_needs_the_owner_and_is_owner_only(
-    settings: Settings,
+    settings_for: SettingsFor, fake: FakeLLM,
 ) -> None:
+    # The guest gets a template with send_message and every sink, so the executor's own rule
+    # (only the owner's conversations send elsewhere) is what refuses; the default third-party
+    # template offers no send_message at all (tests/privacy/test_templates.py).
+    open_templates(settings_for().home, GUEST_TOML)
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="direct")
     async with actors(settings, *ALL), chat(settings) as owner, \
             chat(settings, "reports") as reports, chat(settings, "guest") as guest:
         held = await owner.ask(tool_call("send_message", text="weekly report",

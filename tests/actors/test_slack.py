@@ -95,8 +95,9 @@ async def kill_channel(running: Running) -> None:
         for fut in (client.message_processor, client.message_receiver, client.current_session_monitor):
             if fut is not None:
                 fut.cancel()
-        if client.current_session is not None:
-            await client.current_session.close()
+        if client.current_session is not None:  # the kernel closes a dead process's socket
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(client.current_session.close(), 10)
     await running.crash("channel")
     for consumer in proc.consumers:  # the dead process's fetch loops end with it
         consumer._stopping.set()
@@ -191,6 +192,7 @@ async def test_approval_buttons_round_trip_and_non_owner_clicks_are_refused(
         prompt = next(m for m in posted if m.get("blocks"))
         assert "rm -rf doomed" in prompt["text"] and target.exists()
         owner_dm = "D0OWNER"
+        shared = slack.click(OWNER, prompt, GENERAL, "wm_approve")  # the button, shared elsewhere
         await slack.push("interactive", slack.click(ALICE, prompt, owner_dm, "wm_approve"))
         await slack.wait_posted(lambda ms: [m for m in ms if "was ignored" in m["text"]])
         assert target.exists()
@@ -199,8 +201,12 @@ async def test_approval_buttons_round_trip_and_non_owner_clicks_are_refused(
         await slack.wait_posted(lambda ms: [m for m in ms if "removed-it" in m["text"]])
         await asyncio.wait_for(click.acked.wait(), 30)
         await slack.wait_call("chat.update")
+        updated = next(m for m in slack.posted(owner_dm) if m["ts"] == prompt["ts"])
+        # a used button, clicked where it was shared: the answer comes back there
+        await slack.push("interactive", shared)
+        await slack.wait_posted(lambda ms: [m for m in slack.posted(GENERAL)
+                                            if "already used" in m["text"]])
     assert not target.exists()
-    updated = next(m for m in slack.posted(owner_dm) if m["ts"] == prompt["ts"])
     assert not [b for b in updated["blocks"] if b["type"] == "actions"]
     assert "approved" in json.dumps(updated["blocks"])
 

@@ -16,6 +16,7 @@ from actors.executor.ssrf import EgressError, blocked_reason, ipv4_literal
 from bus import Bus
 from contracts import ToolRequest
 from kit.redact import Redactor
+from tests.capability import signed
 from tests.fakes.web_network import PUBLIC_IP, Canary, LoopbackNetwork, PublicSite
 
 
@@ -76,8 +77,8 @@ def ctx(settings_for, bus: Bus) -> ToolContext:  # type: ignore[no-untyped-def]
 
 
 def call(url: str, **more: object) -> ToolRequest:
-    return ToolRequest(id="t:tool:0:0", session="s", turn_id="t", step=0, call_id="c",
-                       name="web_fetch", arguments={"url": url, **more}, is_owner=True)
+    return signed(ToolRequest(id="t:tool:0:0", session="s", turn_id="t", step=0, call_id="c",
+                              name="web_fetch", arguments={"url": url, **more}, is_owner=True))
 
 
 def corpus(port: int) -> list[str]:

@@ -179,7 +179,9 @@ async def test_non_owner_cannot_run_commands_or_approve(
     async with actors(settings, *ALL), chat(settings, "guest") as guest:
         reply = await guest.ask("run: echo should-not-run")
     assert "should-not-run" not in reply.replace("echo should-not-run", "")
-    assert "owner" in reply.lower()
+    # A guest's message reaches only the synthesizer, which has no tools: the call it writes
+    # is delivered as text (tests/privacy/test_templates.py).
+    assert '"name": "execute_command"' in reply
 
 
 async def test_credential_guard_blocks_a_pasted_key(
@@ -224,6 +226,7 @@ async def test_scheduled_task_delivers_to_its_sink(
     assert (settings.home / "health.json").exists()
     identity = (settings.home / "IDENTITY.md").read_text()
     assert "openai/test-model" in identity and "execute_command" in identity
+    assert "- skills: meeting-notes, word-count" in identity  # shipped by init, read by the executor
 
 
 async def test_observer_logs_events_and_announces_idle_sessions(

@@ -19,6 +19,7 @@ from contracts import ToolRequest
 from contracts.config import Settings
 from kit.redact import Redactor
 from tests.actors.harness import ALL, actors, chat
+from tests.capability import signed
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.web_network import PUBLIC_IP, LoopbackNetwork, PublicSite
 
@@ -46,8 +47,9 @@ def context(settings: Settings, bus: Bus, redactor: Redactor | None = None) -> T
 
 
 def call(name: str, n: int = 0, owner: bool = True, **arguments: object) -> ToolRequest:
-    return ToolRequest(id=f"t:tool:{n}:0", session="s", turn_id="t", step=n, call_id=f"c{n}",
-                       name=name, arguments=dict(arguments), is_owner=owner)
+    return signed(ToolRequest(id=f"t:tool:{n}:0", session="s", turn_id="t", step=n,
+                              call_id=f"c{n}", name=name, arguments=dict(arguments),
+                              is_owner=owner))
 
 
 def tool_call(name: str, **arguments: object) -> str:

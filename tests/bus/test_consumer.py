@@ -283,8 +283,8 @@ async def test_owner_messages_take_free_slots_first(bus: Bus) -> None:
         # different sessions, nothing orders them but arrival; fetched ahead, waiting for slots
         await bus.publish(s.cmd("test", "a"), turn("u2", False))
         await bus.publish(s.cmd("test", "a"), turn("owner", True))
-        async with asyncio.timeout(15):
-            while consumer._inflight < 4:  # noqa: ASYNC110
+        async with asyncio.timeout(30):  # both fetched and waiting for a slot, not just fetched
+            while len(consumer._slots._waiting) < 2:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         gate.set()
         async with asyncio.timeout(15):

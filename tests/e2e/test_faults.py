@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from actors import ACTORS
-from benchmarks.chaos_kit import ROOT, Driver, FakeModel, Instance, read_stream, tally
+from benchmarks.chaos_kit import ROOT, Driver, Instance, read_stream, running_up, tally
 from bus import Bus
 from state.holds import task_status, tool_status
 
@@ -41,18 +41,8 @@ ENV = {
 
 @pytest.fixture(scope="module")
 async def wm(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Instance]:
-    model = FakeModel()
-    inst = Instance(tmp_path_factory.mktemp("faults") / "home", model.url, ENV)
-    inst.start()
-    try:
-        await inst.connect()
-        await inst.wait_healthy(120)
+    async with running_up(tmp_path_factory.mktemp("faults") / "home", ENV) as (inst, model):
         yield inst
-    finally:
-        if inst.bus is not None:
-            await inst.bus.close()
-        inst.kill()
-        model.stop()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from benchmarks.chaos_kit import ROOT, Driver, FakeModel, Instance, read_stream
+from benchmarks.chaos_kit import ROOT, Driver, FakeModel, Instance, read_stream, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -37,18 +37,8 @@ def script_faults(model: FakeModel, faults: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 async def up(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Instance, FakeModel]]:
-    model = FakeModel()
-    inst = Instance(tmp_path_factory.mktemp("faults-up") / "home", model.url, ENV)
-    inst.start()
-    try:
-        await inst.connect()
-        await inst.wait_healthy(120)
+    async with running_up(tmp_path_factory.mktemp("faults-up") / "home", ENV) as (inst, model):
         yield inst, model
-    finally:
-        if inst.bus is not None:
-            await inst.bus.close()
-        inst.kill()
-        model.stop()
 
 
 def sh(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:

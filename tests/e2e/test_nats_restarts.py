@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos_kit import Driver, FakeModel, Instance, tally
+from benchmarks.chaos_kit import Driver, Instance, running_up, tally
 
 pytestmark = pytest.mark.slow
 
@@ -36,18 +36,8 @@ def cpu_hogs() -> Iterator[list[subprocess.Popen[bytes]]]:
 
 @pytest.fixture
 async def wm(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Instance]:
-    model = FakeModel()
-    inst = Instance(tmp_path_factory.mktemp("nats-restarts") / "home", model.url)
-    inst.start()
-    try:
-        await inst.connect()
-        await inst.wait_healthy(120)
+    async with running_up(tmp_path_factory.mktemp("nats-restarts") / "home") as (inst, model):
         yield inst
-    finally:
-        if inst.bus is not None:
-            await inst.bus.close()
-        inst.kill()
-        model.stop()
 
 
 async def next_nats_pid(inst: Instance, old: int, timeout: float) -> int:

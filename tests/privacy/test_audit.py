@@ -23,6 +23,7 @@ from contracts import ApprovalDecision, AuditEvent, ToolRequest, ToolResult, aud
 from contracts.config import Settings
 from supervisor.cli.audit import SinceError, parse_since, read_audit, render
 from tests.actors.harness import actors
+from tests.capability import as_paired, open_templates
 from tests.privacy.helpers import audited
 
 SettingsFor = Callable[..., Settings]
@@ -30,8 +31,9 @@ SECRET = "db-pass-Zq81-audit-77"
 
 
 def call(name: str, args: dict[str, str], *, owner: bool, n: int = 0) -> ToolRequest:
-    return ToolRequest(id=f"t:{name}:{n}", session="s1", turn_id="t", step=1, call_id=f"c{n}",
-                       name=name, arguments=args, is_owner=owner)
+    req = ToolRequest(id=f"t:{name}:{n}", session="s1", turn_id="t", step=1, call_id=f"c{n}",
+                      name=name, arguments=args, is_owner=owner)
+    return as_paired(req)
 
 
 async def result_of(bus: Bus, req: ToolRequest) -> ToolResult:
@@ -65,7 +67,10 @@ async def test_17_15_owner_only_tools_refuse_others_and_the_refusal_is_audited(
     settings_for: SettingsFor, bus: Bus,
 ) -> None:
     """Seed #15 (admin tools reject every principal but the owner): here the owner-only tools
-    (execute_command); the refusal reaches the model and the audit log, the command never runs."""
+    (execute_command); the refusal reaches the model and the audit log, the command never runs.
+    A template lets the paired principal call it, so the executor's own owner-only rule is what
+    refuses it (the default templates refuse it first: test_templates.py)."""
+    open_templates(settings_for().home)
     settings = settings_for()
     marker = settings.home / "workspace" / "ran.txt"
     async with actors(settings, "executor"):

@@ -19,6 +19,7 @@ from bus.codec import decode
 from contracts import Sink, TurnRequest, labels
 from contracts.config import ConfigError, Settings
 from tests.actors.harness import ALL, actors, chat
+from tests.capability import open_templates
 from tests.fakes.llm_servers import FakeLLM
 from tests.privacy.helpers import audited
 from tests.privacy.test_webhook import SECRET, endpoint, hook_settings, post
@@ -127,9 +128,12 @@ async def test_escalating_sensitive_data_stays_on_local_models(
 ) -> None:
     """The escalate tool hands the turn's data to the oracle model: the tool call carries the
     turn's label, so a sensitive turn's question goes to the local model even though the
-    configured oracle is a cloud one."""
+    configured oracle is a cloud one. (The shipped webhook template offers no escalate and
+    plans without the payload; this home's template lets the payload drive the call.)"""
     monkeypatch.setenv("WINTERMUTE_WEBHOOK_SECRET", SECRET)
     monkeypatch.setenv("OLLAMA_HOST", ollama.url)
+    open_templates(settings_for().home, '[privacy.templates.webhook]\nkinds = ["webhook"]\n'
+                   'tools = ["escalate"]\ndata_ceiling = "sensitive"\n')
     settings = hook_settings(settings_for, WM__CHANNELS__WEBHOOK__LABEL="sensitive",
                              WM__MODELS__LOCAL="ollama/test-model",
                              WM__MODELS__ROLES='{"oracle": "openai/test-model"}')

@@ -1,7 +1,8 @@
 """Seed 003 §17 regression tests that today's code already meets (or meets on our closest
 path), end to end through the real actors, NATS and the scripted model servers. Each docstring
 says what the seed's test stands for here. The others live next to the feature they cover
-(test_audit.py: #15; test_webhook.py: #3; test_labels.py: #4).
+(test_audit.py: #15; test_webhook.py: #3; test_labels.py: #4; test_templates.py: #8, #13,
+#17).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from bus import Bus
 from contracts import ToolResult
 from contracts.config import Settings
 from tests.actors.harness import ALL, actors, chat
-from tests.actors.test_telegram import FRIEND, OWNER, tg_settings
+from tests.actors.test_telegram import FRIEND, OWNER, stored, tg_settings
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.telegram_server import FakeTelegram
 from tests.privacy.test_audit import call, result_of
@@ -51,19 +52,31 @@ async def test_17_01_two_principals_each_see_only_their_own_session(
 
 
 async def test_17_09_tool_call_shaped_text_is_only_text(
-    fake: FakeLLM, settings_for: SettingsFor, tmp_path: Path,
+    fake: FakeLLM, settings_for: SettingsFor, tmp_path: Path, bus: Bus,
 ) -> None:
-    """Seed #9 (the synthesizer outputs tool-call JSON; it is treated as text): we have no
-    synthesizer yet; here the model's answer *text* is tool-call-shaped JSON (the scripted
-    model echoes it). The planner runs only structured tool calls: the JSON reaches the chat as
-    text and nothing runs."""
+    """Seed #9 (the synthesizer outputs tool-call JSON; it is treated as text): a third party's
+    turn runs plan-then-execute, and its synthesizer, offered no tools, answers with a
+    structured execute_command call (the scripted model obeys the message): the planner sends
+    it as text and no tool request is made. For the owner's chat, answer *text* shaped like a
+    tool call reaches the chat as text too: only structured calls of a model offered tools
+    run."""
     marker = tmp_path / "ran"
     shaped = json.dumps({"name": "execute_command", "arguments": {"command": f"touch {marker}"}})
-    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model")
-    async with actors(settings, *ALL), chat(settings) as owner:
+    settings = settings_for(WM__MODELS__DEFAULT="openai/test-model",
+                            WM__EXECUTOR__MODE="direct")
+    async with actors(settings, *ALL), chat(settings) as owner, \
+            chat(settings, "guest") as guest:
         reply = await owner.ask(shaped, timeout=60)
+        synthesized = await guest.ask(
+            "tool:execute_command " + json.dumps({"command": f"touch {marker}"}), timeout=60)
     assert reply == f"echo: {shaped}"
+    assert json.loads(synthesized) == [{"name": "execute_command",
+                                        "arguments": {"command": f"touch {marker}"}}]
     assert not marker.exists()
+    cmds = await stored(bus, bus.subjects.stream_cmd)
+    assert not [p for p in cmds if p["type"] == "tool.request"]
+    synth = [r for r in fake.requests if "[synthesize]" in r["messages"][0]["content"]]
+    assert synth and not synth[0].get("tools")
 
 
 async def test_17_14_a_scheduled_task_replies_to_its_explicit_sink(

@@ -64,21 +64,22 @@ async def revert_last(repo: Path, expect_head: str = "") -> Reverted:
 
     With expect_head, nothing is done unless the last commit is still that one.
     """
+    where = f"{repo.name}/"  # scripts/ or skills/
     async with git_lock():
         code, count = await git(repo, "rev-list", "--count", "HEAD", check=False)
         if code != 0:
-            return Reverted(ok=False, text=f"scripts/ is not a usable git repository ({count}).")
+            return Reverted(ok=False, text=f"{where} is not a usable git repository ({count}).")
         if int(count or 0) <= 1:
-            return Reverted(ok=False, text="Nothing to revert: scripts/ has only its initial "
+            return Reverted(ok=False, text=f"Nothing to revert: {where} has only its initial "
                                            "commit.")
         staged, _ = await git(repo, "diff", "--cached", "--quiet", check=False)
         if staged != 0:
-            return Reverted(ok=False, text="scripts/ has staged changes that are not committed; "
+            return Reverted(ok=False, text=f"{where} has staged changes that are not committed; "
                                            "commit or unstage them first, then revert.")
         _, head = await git(repo, "rev-parse", "HEAD")
         if expect_head and not head.startswith(expect_head.lower()):
             return Reverted(ok=False, text=(
-                f"Not reverted: the last commit in scripts/ is now {head[:8]}, not "
+                f"Not reverted: the last commit in {where} is now {head[:8]}, not "
                 f"{expect_head[:8]}; something changed since the revert was asked for."))
         _, subject = await git(repo, "log", "-1", "--format=%s")
         _, files = await git(repo, "diff", "--no-ext-diff", "--no-textconv", "--name-only",
@@ -88,7 +89,7 @@ async def revert_last(repo: Path, expect_head: str = "") -> Reverted:
             await git(repo, "revert", "--abort", check=False)
             return Reverted(ok=False, text=(
                 f"Could not revert “{subject}”: {out.splitlines()[-1] if out else 'git failed'}. "
-                "Commit or discard the uncommitted changes in scripts/ and try again."))
+                f"Commit or discard the uncommitted changes in {where} and try again."))
         try:
             await git(repo, "commit", "-q", "-m", f"revert: {subject}",
                       "-m", f"This reverts commit {head}.")

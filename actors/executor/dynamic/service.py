@@ -119,11 +119,15 @@ class ScriptsService:
                 "again; check `git --git-dir=data/scripts.git log` and revert again if needed."))
         else:
             await self.bus.kv_put(subjects.kv_done, marker, b"started")
+            skills = getattr(self.actor, "skills", None)
+            repo = skills.root if msg.repo == "skills" and skills else self.actor.ctx.scripts
             try:
-                done = await revert_last(self.actor.ctx.scripts, msg.head)
+                done = await revert_last(repo, msg.head)
             except GitError as exc:
                 done = Reverted(ok=False, text=f"Could not revert: {exc}.")
             await self.refresh()
+            if skills is not None and msg.repo == "skills":
+                await skills.refresh(force=True)
         log.info("revert requested by %s: %s", msg.principal or "unknown", done.text)
         event = ScriptsReverted(id=f"{msg.id}:reverted", request_id=msg.id, ok=done.ok,
                                 text=done.text, commit=done.commit, files=done.files)
