@@ -101,9 +101,10 @@ async def test_17_04_the_owner_acknowledged_cloud_risk_for_a_source(
     async with actors(settings, *ALL) as running, chat(settings) as terminal:
         assert (await post((await endpoint(running)) + "/mail", {"text": "Q3 budget draft"}))[0] == 202
         reply = await terminal.next(timeout=60)
-        [event] = await audited(bus, lambda e: e.decision == "routing.cloud_acknowledged")
+        # one per model call of the turn (plan-then-execute: the plan and the answer)
+        events = await audited(bus, lambda e: e.decision == "routing.cloud_acknowledged")
         assert (await post((await endpoint(running)) + "/other", {"text": "Q4 plans"}))[0] == 202
         refused = await terminal.next(timeout=60)
     assert "Q3 budget draft" in reply.text
-    assert event.principal == "webhook:mail" and event.refs["label"] == "sensitive"
+    assert all(e.principal == "webhook:mail" and e.refs["label"] == "sensitive" for e in events)
     assert "labelled sensitive" in refused.text and "Q4 plans" not in json.dumps(fake.requests)
