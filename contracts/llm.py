@@ -73,6 +73,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # Whose turn this is (copied from the turn, never from the model): a principal listed in
     # privacy.owner_acknowledged_cloud_risk may have its sensitive data sent to cloud models.
     principal: str = ""
+    # The turn's task template (contracts/templates.py), chosen by the planner from the
+    # principal: its owner_acknowledged_cloud_risk lets sensitive data reach cloud models.
+    template: str = ""
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

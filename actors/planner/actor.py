@@ -207,7 +207,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
             preview_to=turn.request.reply_to
             if turn.request.preview_interval > 0 and turn.stage != "plan" else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
-            label=turn.label, principal=turn.request.principal,
+            label=turn.label, principal=turn.request.principal, template=turn.template,
         )
         try:
             await self.send(req)

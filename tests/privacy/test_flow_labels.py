@@ -92,12 +92,16 @@ async def test_17_04_the_owner_acknowledged_cloud_risk_for_a_source(
     fake: FakeLLM, settings_for: SettingsFor, bus: Bus, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Seed #4's other half (sensitive data goes to a cloud model only when the template
-    says `owner_acknowledged_cloud_risk`): the owner lists the webhook source in
-    `privacy.owner_acknowledged_cloud_risk`; its sensitive delivery is answered by the cloud
-    model, audited as routing.cloud_acknowledged; a regulated source stays refused."""
+    says `owner_acknowledged_cloud_risk`): the task template of the webhook source `mail`
+    says so; its sensitive delivery is answered by the cloud model, audited as
+    routing.cloud_acknowledged; another source under the default template stays refused.
+    (`privacy.owner_acknowledged_cloud_risk`, the same per principal, is unit-tested above.)"""
     monkeypatch.setenv("WINTERMUTE_WEBHOOK_SECRET", SECRET)
+    mail = {"mail": {"principals": ["webhook:mail"],
+                     "plan_then_execute": True, "description": "An e-mail arrived.",
+                     "data_ceiling": "sensitive", "owner_acknowledged_cloud_risk": True}}
     settings = hook_settings(settings_for, WM__CHANNELS__WEBHOOK__LABEL="sensitive",
-                             WM__PRIVACY__OWNER_ACKNOWLEDGED_CLOUD_RISK='["webhook:mail"]')
+                             WM__PRIVACY__TEMPLATES=json.dumps(mail))
     async with actors(settings, *ALL) as running, chat(settings) as terminal:
         assert (await post((await endpoint(running)) + "/mail", {"text": "Q3 budget draft"}))[0] == 202
         reply = await terminal.next(timeout=60)
@@ -106,5 +110,6 @@ async def test_17_04_the_owner_acknowledged_cloud_risk_for_a_source(
         assert (await post((await endpoint(running)) + "/other", {"text": "Q4 plans"}))[0] == 202
         refused = await terminal.next(timeout=60)
     assert "Q3 budget draft" in reply.text
-    assert all(e.principal == "webhook:mail" and e.refs["label"] == "sensitive" for e in events)
+    assert all(e.principal == "webhook:mail" and e.refs["label"] == "sensitive"
+               and e.refs["template"] == "mail" for e in events)
     assert "labelled sensitive" in refused.text and "Q4 plans" not in json.dumps(fake.requests)

@@ -119,8 +119,7 @@ def notion_settings(settings_for: SettingsFor, tmp: Path, task: str) -> Settings
     # The sources' task template lets them use the Notion tools, without plan-then-execute:
     # the extractor already keeps the raw text from the model (and for a raw source the taint
     # rule is then what stands between an injection and a write).
-    templates = {"meetings": {"kinds": ["webhook"], "principals": ["webhook:fireflies",
-                                                                    "webhook:crm"],
+    templates = {"meetings": {"principals": ["webhook:fireflies", "webhook:crm"],
                               "tools": ["notion__*"], "plan_then_execute": False}}
     return hook_settings(settings_for, WM__CHANNELS__WEBHOOK__EXTRACT=json.dumps(extract_cfg),
                          WM__MCP=json.dumps({"servers": servers}),
