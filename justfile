@@ -25,11 +25,9 @@ lint: install
     {{venv}}/bin/ruff check .
     {{venv}}/bin/mypy
 
-# benchmarks that print figures (never asserted in tests)
-bench: install
-    {{py}} -m benchmarks.bus_throughput
-    {{py}} -m benchmarks.turn_latency
-    {{py}} -m benchmarks.memory_search
+# every figure of issue #14 next to its goal and the load average, also in bench.json (never asserted in tests)
+bench *ARGS: install
+    {{py}} -m benchmarks.bench {{ARGS}}
 
 # fault-injection campaign (kill -9, SIGSTOP, nats-server kills) that prints figures
 chaos *ARGS: install

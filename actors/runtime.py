@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 
-from actors import ACTORS
+from actors import ACTORS, replicas
 from actors.base import Actor
+from actors.replicas import Replicas
 from bus import Bus, Consumer, ProvisionError, lost, tracing
 from bus import logs as buslogs
 from contracts import Health
@@ -85,9 +86,10 @@ def write_atomic(path: Path, data: bytes) -> None:
 class ActorProcess:
     """Owns one actor instance and its consumers for the life of the process."""
 
-    def __init__(self, actor: Actor) -> None:
+    def __init__(self, actor: Actor, replicas: Replicas | None = None) -> None:
         self.actor = actor
         self.consumers: list[Consumer] = []
+        self.replicas = replicas  # the other processes of this actor, when this one leads
         self._stop = asyncio.Event()
 
     def request_stop(self) -> None:
@@ -106,7 +108,9 @@ class ActorProcess:
             failed=sum(c.stats.failed for c in self.consumers),
             loops=loops,
             periods=dict(self.actor._periods),
-            info=self.actor.health_info(),
+            info=self.actor.health_info() | (
+                {"replicas": self.replicas.pids(), "replica_restarts": self.replicas.restarts}
+                if self.replicas else {}),
         )
 
     async def _report_health(self) -> None:
@@ -131,7 +135,10 @@ class ActorProcess:
             consumer = Consumer(actor.bus, actor.name, sub, inbox, actor.handle)
             self.consumers.append(consumer)
             tasks.append(asyncio.create_task(consumer.run(), name=f"consume:{sub.durable}"))
-        tasks.append(asyncio.create_task(self._report_health(), name="health"))
+        if replicas.index() == 0:  # replica 0 speaks for all (the supervisor watches it)
+            tasks.append(asyncio.create_task(self._report_health(), name="health"))
+        if self.replicas is not None:
+            tasks.append(asyncio.create_task(self.replicas.run(), name="replicas"))
         tasks.extend(actor._background)
         stopper = asyncio.create_task(self._stop.wait(), name="stop")
         log.info("actor %s running (pid %s)", actor.name, os.getpid())
@@ -142,7 +149,10 @@ class ActorProcess:
             if crashed:
                 failure = RuntimeError(f"loop {crashed[0].get_name()} ended unexpectedly")
         grace = actor.config.supervisor.stop_grace_secs - 1
-        await asyncio.gather(*(c.stop(grace) for c in self.consumers), return_exceptions=True)
+        stops = [c.stop(grace) for c in self.consumers]
+        if self.replicas is not None:
+            stops.append(self.replicas.stop(grace))
+        await asyncio.gather(*stops, return_exceptions=True)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -162,7 +172,10 @@ async def run_actor(name: str, settings: Settings) -> None:
                   settings.home / "logs" / "traces.jsonl")
     cls = actor_class(name)
     bus = await connect_bus(settings, name)
-    proc = ActorProcess(cls(settings, bus))
+    wanted = settings.config.actors.get(name)
+    count = wanted.replicas if wanted is not None else 1
+    leads = replicas.index() == 0 and count > 1
+    proc = ActorProcess(cls(settings, bus), replicas.Replicas(name, count) if leads else None)
     await verify_bus(proc.actor)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -170,7 +183,8 @@ async def run_actor(name: str, settings: Settings) -> None:
     try:
         await proc.run()
     finally:
-        with contextlib.suppress(Exception):
-            await bus.kv_put(bus.subjects.kv_health, name, b"")
+        if replicas.index() == 0:
+            with contextlib.suppress(Exception):
+                await bus.kv_put(bus.subjects.kv_health, name, b"")
         await bus.close()
         tracing.shutdown()

@@ -1,5 +1,6 @@
 """The only code that touches raw NATS: connection, provisioning, codec, consumers, tracing."""
 
+from bus import _natsimport  # noqa: F401, I001 - first: nats.py without aiohttp (see there)
 from nats.errors import Error as BusError  # any NATS client error, for `except` outside bus/
 
 from bus.connection import Bus, PayloadTooLarge, ProvisionError, PublishError, StoreFull

@@ -114,8 +114,10 @@ class Bus(KvOps, StreamOps):
         waits longer than the last one that timed out (bus/_connect.py), so a busy server is
         waited for rather than asked again every 2 s.
         """
+        from bus._natsimport import websocket_support
         from bus.permissions import inbox_prefix
 
+        websocket_support(self.url)
         pace = AdaptiveTimeout()
         nc = Client()
         first_error: list[BaseException] = []  # the latest error before the first connection

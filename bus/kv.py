@@ -96,6 +96,25 @@ class KvOps:
             return None, 0
         return decode_record(entry.value, kind, f"{bucket}/{key}"), int(entry.revision or 0)
 
+    async def kv_get_raw_rev(self, bucket: str, key: str) -> tuple[bytes | None, int]:
+        """The raw value (None when absent or deleted) and its revision (0 when absent)."""
+        try:
+            entry = await (await self.kv(bucket)).get(key)
+        except KeyNotFoundError:
+            return None, 0
+        return entry.value or None, int(entry.revision or 0)
+
+    async def kv_put_at(self, bucket: str, key: str, data: bytes, revision: int) -> int | None:
+        """Store `data` only if `key` is still at `revision` (0: absent); the new revision, or
+        None when someone else wrote it in between."""
+        kv = await self.kv(bucket)
+        try:
+            if revision:
+                return int(await kv.update(key, data, last=revision))
+            return int(await kv.create(key, data))
+        except KeyWrongLastSequenceError:
+            return None
+
     async def kv_swap(self, bucket: str, key: str, value: object, revision: int) -> bool:
         """Store `value` only if `key` is still at `revision` (0: absent); False otherwise."""
         kv = await self.kv(bucket)

@@ -63,5 +63,7 @@ def setup(actor: str, level: str = "info", path: Path | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("nats", "httpx", "httpcore", "openai", "anthropic", "asyncio"):
+    # httpx2/httpcore2: the SDKs' HTTP stack logs a line per request at info (one per model call)
+    for noisy in ("nats", "httpx", "httpx2", "httpcore", "httpcore2", "openai", "anthropic",
+                  "asyncio"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -61,7 +61,9 @@ GRANTS: dict[str, Grant] = {
     "executor": Grant(
         kv_read=("state", "tools"),
         kv_write=("state:executor", "state:tools", "state:tools.>", "state:trust.>",
-                  "state:image.>", "done:exec.>", "done:revert.>"),
+                  "state:image.>", "done:exec.>", "done:revert.>",
+                  # the WriteGate's proposals and its once-only reverts (actors/executor/gate)
+                  "state:gate.>", "done:homerevert.>"),
     ),
     "memory": Grant(kv_write=("state:memory",)),
     "approval": Grant(kv_write=("approvals:>",)),

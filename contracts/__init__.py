@@ -8,6 +8,7 @@ from contracts.base import Msg, derive_id, short_hash, subject_token
 from contracts.channel import (
     ApprovalPrompt,
     Attachment,
+    Delegation,
     Delivered,
     Notice,
     Outbound,
@@ -16,6 +17,7 @@ from contracts.channel import (
     TerminalInput,
     TurnRequest,
 )
+from contracts.home import HomeAnswer, HomeCommand, HomeEditPropose
 from contracts.llm import (
     ChatMessage,
     LlmPreview,
@@ -31,6 +33,7 @@ from contracts.memory import (
     MemoryAnswer,
     MemoryChanged,
     MemoryCommand,
+    MemoryDream,
     MemoryHit,
     MemoryPropose,
     MemoryRecord,
@@ -75,6 +78,7 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     Recalled,
     MemoryCommand,
     MemoryAdmin,
+    MemoryDream,
     MemoryAnswer,
     MemoryPropose,
     MemoryChanged,
@@ -89,6 +93,9 @@ ALL_MESSAGES: tuple[type[Msg], ...] = (
     TaskOutcome,
     HoldRelease,
     AuditEvent,
+    HomeEditPropose,
+    HomeCommand,
+    HomeAnswer,
 )
 
 AnyMsg = (
@@ -113,6 +120,7 @@ AnyMsg = (
     | Recalled
     | MemoryCommand
     | MemoryAdmin
+    | MemoryDream
     | MemoryAnswer
     | MemoryPropose
     | MemoryChanged
@@ -127,6 +135,9 @@ AnyMsg = (
     | TaskOutcome
     | HoldRelease
     | AuditEvent
+    | HomeEditPropose
+    | HomeCommand
+    | HomeAnswer
 )
 
 __all__ = [
@@ -140,8 +151,12 @@ __all__ = [
     "Attachment",
     "ChatMessage",
     "DeadLetter",
+    "Delegation",
     "Delivered",
     "Health",
+    "HomeAnswer",
+    "HomeCommand",
+    "HomeEditPropose",
     "HoldRelease",
     "Intervention",
     "LlmPreview",
@@ -152,6 +167,7 @@ __all__ = [
     "MemoryAnswer",
     "MemoryChanged",
     "MemoryCommand",
+    "MemoryDream",
     "MemoryHit",
     "MemoryPropose",
     "MemoryRecord",

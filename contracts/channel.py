@@ -44,6 +44,25 @@ class Attachment(msgspec.Struct, frozen=True, kw_only=True):
 PrincipalKind = Literal["owner", "paired", "third_party", "webhook", "cron", "event", ""]
 
 
+class Delegation(msgspec.Struct, frozen=True, kw_only=True):
+    """What makes a turn a delegated sub-task: the workflow and node it runs, who asked.
+
+    The planner publishes such turns on `in.delegate.<parent>`; its session is
+    `<workflow>~<node>`, its id `<session>:task`, and its answer goes back into the workflow
+    record (never to a chat). `workflow` is the parent's `delegate` tool request id.
+    """
+
+    workflow: str
+    node: str
+    role: str  # the delegation role (worker, researcher, coder, or one from config)
+    parent_session: str
+    parent_turn: str
+    prompt: str = ""  # the role's instructions, put first in the system prompt
+    model_role: str = "default"  # the llm role its model calls use
+    tools: list[str] = msgspec.field(default_factory=list)  # its tool profile; empty: all
+    deadline: float = 0.0  # epoch seconds; past it the node ends with its partial results
+
+
 class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     """Something for the agent to answer: a user message, a scheduled task, a deferred event."""
 
@@ -52,7 +71,7 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     text: str
     reply_to: Sink
     is_owner: bool = False
-    origin: str = "user"  # user | schedule | event | webhook
+    origin: str = "user"  # user | schedule | event | webhook | delegate
     attachments: list[Attachment] = msgspec.field(default_factory=list)
     # Set by the channel: show the answer while it is written, one edit at most every this many
     # seconds (0: no preview). The channel owns the chat's policy; planner and llm pass it on.
@@ -74,6 +93,9 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     # The typed values a structured extractor let through (field -> value or list of values):
     # writes made only of these (or of other typed values) are "structured" (graduated rule).
     extracted: dict[str, str | list[str]] = msgspec.field(default_factory=dict)
+    # Set on a sub-task the planner delegated (origin "delegate"); its parent ids make the
+    # tree that `tap` and `replay` show.
+    delegation: Delegation | None = None
 
 
 class Reply(Msg, frozen=True, kw_only=True, tag="turn.reply"):

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from contracts.config_delegation import DelegationConfig
 from contracts.templates import Template
 from contracts.templates import check as check_template
 
@@ -122,6 +123,9 @@ class PlannerConfig(_Section):
     model_silence_secs: float = 300.0  # no answer and no progress from the llm for this long
     tool_deadline_secs: float = 900.0  # a tool call (memory tools are optional: fail soft)
     sweep_every_secs: float = 1.0  # how often deadlines are checked
+    # Post-inference validation (seed 001's "Turing Protocol"): a final answer that claims an
+    # action ("I've saved ...", "I sent ...") no tool call of the turn did is corrected once.
+    turing_protocol: bool = True
 
     def __post_init__(self) -> None:
         for name in ("recall_deadline_secs", "model_silence_secs", "tool_deadline_secs",
@@ -337,10 +341,20 @@ class ObserverConfig(_Section):
     idle_secs: float = 600.0
     # On session.idle, ask the model (role `observer`) what to remember from the conversation.
     learn: bool = True
+    # After a session with failed tool calls, ask the model what failed and what worked and
+    # propose the lessons for AGENTS.md through the WriteGate.
+    reflect: bool = True
+    # AGENTS.md past this many lines: the model consolidates it and the result goes through
+    # the WriteGate (0: never).
+    agents_md_max_lines: int = 100
 
 
+CONFLICT_STRATEGIES = ("overwrite_latest", "keep_both", "ask")
 MEMORY_POLICY = {"fact": "auto", "preference": "auto", "correction": "auto",
                  "procedure": "suggest"}
+
+
+GatePolicy = Literal["auto", "suggest", "off"]
 
 
 class MemoryConfig(_Section):
@@ -349,6 +363,40 @@ class MemoryConfig(_Section):
 
     policy: dict[str, str] = msgspec.field(default_factory=lambda: dict(MEMORY_POLICY))
     auto_min_confidence: float = 0.8  # below this an `auto` item waits as a suggestion
+    # A learned fact whose key matches an active fact's in the same scope (seed 004):
+    # overwrite_latest (the new version supersedes, the old is archived), keep_both, or ask
+    # (the new one waits for the owner: approval, or `pending` for someone else's). A
+    # correction ("actually, X") always overwrites at once.
+    conflict: str = "ask"
+    # Nightly dreaming (heartbeat.dreaming in agent.toml): active memories whose texts are this
+    # similar (cosine of their vectors; the same words without vectors) are merged into one ...
+    merge_similarity: float = 0.92
+    # ... and memories no recall has returned for decay_after_days lose decay_step of their
+    # confidence each night; below archive_below they are archived (`/memory undo` restores).
+    decay_after_days: float = 60.0
+    decay_step: float = 0.1
+    archive_below: float = 0.3
+    # Compaction (seed 000): once a session has used this share of its token budget
+    # (budget.max_tokens_per_session), older history is folded into the rolling summary,
+    # keeping the last compact_keep messages, again each time another such share is used.
+    compact_at: float = 0.6
+    compact_keep: int = 8
+
+    # The WriteGate (actors/executor/gate): changes proposed to AGENTS.md and USER.md by the
+    # agent, reflection or digests are applied after the owner approves (suggest), at once
+    # (auto; a non-owner turn's proposal still asks), or refused (off).
+    agents_md: GatePolicy = "suggest"
+    user_md: GatePolicy = "suggest"
+
+    def __post_init__(self) -> None:
+        if self.conflict not in CONFLICT_STRATEGIES:
+            raise ValueError(f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, "
+                             f"got {self.conflict!r}")
+        for name in ("merge_similarity", "decay_step", "archive_below", "compact_at"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be above 0 and at most 1")
+        if self.decay_after_days <= 0 or self.compact_keep < 2:
+            raise ValueError("decay_after_days must be positive and compact_keep at least 2")
 
 
 class FlatlineConfig(_Section):
@@ -386,11 +434,20 @@ class SupervisorConfig(_Section):
     restart_window_secs: float = 60.0
     failed_retry_secs: float = 60.0  # first retry of a failed actor; doubles up to 10 minutes
     stop_grace_secs: float = 6.0
+    # The embedded server's storage limit: re-measured this often, and the server restarted
+    # for a new limit at most once per gap (tests shorten both; see supervisor/process/storage.py).
+    storage_check_secs: float = 10.0
+    storage_restart_gap_secs: float = 120.0
     # actor -> "permanent" (always restarted) or "transient" (restarted only after a crash)
     restart_policy: dict[str, Literal["permanent", "transient"]] = msgspec.field(
         default_factory=dict
     )
     flatline: FlatlineConfig = msgspec.field(default_factory=FlatlineConfig)
+
+    def __post_init__(self) -> None:
+        if self.storage_check_secs <= 0 or self.storage_restart_gap_secs < 0:
+            raise ValueError("storage_check_secs must be positive and storage_restart_gap_secs "
+                             "0 or more")
 
 
 class McpServer(_Section):
@@ -458,6 +515,14 @@ class PrivacyConfig(_Section):
     templates: dict[str, Template] = msgspec.field(default_factory=dict)
 
 
+class ActorSettings(_Section):
+    """[actors.<name>]: how one actor runs."""
+
+    # Processes sharing the actor's durable consumers (contracts.routes.SCALABLE says which
+    # actors may have more than one, and why the others may not).
+    replicas: int = 1
+
+
 class Config(_Section):
     """config.toml: owned by the human; the agent reads it and never writes it."""
 
@@ -478,6 +543,8 @@ class Config(_Section):
     backup: BackupConfig = msgspec.field(default_factory=BackupConfig)
     privacy: PrivacyConfig = msgspec.field(default_factory=PrivacyConfig)
     mcp: McpConfig = msgspec.field(default_factory=McpConfig)
+    actors: dict[str, ActorSettings] = msgspec.field(default_factory=dict)
+    delegation: DelegationConfig = msgspec.field(default_factory=DelegationConfig)
 
 
 class Personality(_Section):
@@ -501,8 +568,14 @@ class HeartbeatConfig(_Section):
     # succeeding in under tool_review_min_success of their calls, are proposed for archiving
     # (the owner approves). A cron expression; "" turns it off.
     tool_review: str = "0 4 1 * *"
+    # Nightly dreaming (seed 001): the memory actor merges near-duplicate memories and decays
+    # stale ones ([memory] merge_similarity, decay_*). A cron expression; "" turns it off.
+    dreaming: str = "30 3 * * *"
     tool_review_unused_days: int = 30
     tool_review_min_success: float = 0.5
+    # Weekly digest: a scheduled turn in which the agent merges what it remembers about the
+    # owner into USER.md through the WriteGate (edit_agent_file). A cron expression; "": off.
+    user_digest: str = "0 5 * * 0"
 
 
 class ScheduledTask(_Section):
@@ -722,7 +795,38 @@ def _check(config: Config, agent: AgentConfig) -> None:
         except ScheduleError as exc:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
+    _check_replicas(config)
     _check_tasks(agent)
+
+
+def _check_replicas(config: Config) -> None:
+    """[actors.<name>] names an actor; replicas only where the actor's work allows them."""
+    from contracts.routes import ACTORS, SCALABLE
+
+    for name, actor in config.actors.items():
+        if name not in ACTORS:
+            raise ConfigError(f"config.toml: unknown actor in 'actors.{name}'; the actors are "
+                              f"{', '.join(ACTORS)}")
+        if not 1 <= actor.replicas <= 32:
+            raise ConfigError(f"config.toml: invalid value for 'actors.{name}.replicas': "
+                              f"{actor.replicas}; use 1 to 32")
+        if actor.replicas > 1 and name not in SCALABLE:
+            raise ConfigError(
+                f"config.toml: 'actors.{name}.replicas' must be 1: {SCALABLE_WHY.get(name, '')}"
+                f" Only {', '.join(SCALABLE)} can run as several processes.")
+
+
+#: Why an actor runs as one process (per-session order or state a second process would race).
+SCALABLE_WHY = {
+    "planner": "it applies a session's events in order, and a second process sharing its "
+               "consumer could apply a later event of the same session first.",
+    "executor": "a session's tool calls and approvals are handled in order.",
+    "memory": "its LanceDB table has one writer.",
+    "channel": "it holds the bots' connections (one poller per Telegram bot).",
+    "approval": "pending approvals are answered in the order they were asked.",
+    "observer": "it keeps the event log in order.",
+    "heartbeat": "it runs each scheduled job once.",
+}
 
 
 def _check_webhook(hook: WebhookChannel) -> None:
@@ -789,14 +893,16 @@ def _check_tasks(agent: AgentConfig) -> None:
     """Each scheduled task: one valid schedule, something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
-    if agent.heartbeat.tool_review:
-        from contracts.schedule import check_cron
+    for key in ("tool_review", "dreaming", "user_digest"):
+        cron = getattr(agent.heartbeat, key)
+        if cron:
+            from contracts.schedule import check_cron
 
-        try:
-            check_cron(agent.heartbeat.tool_review)
-        except ScheduleError as exc:
-            raise ConfigError(f"agent.toml: invalid value for 'heartbeat.tool_review': {exc}") \
-                from None
+            try:
+                check_cron(cron)
+            except ScheduleError as exc:
+                raise ConfigError(f"agent.toml: invalid value for 'heartbeat.{key}': {exc}") \
+                    from None
     names: set[str] = set()
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"

@@ -76,6 +76,9 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # The turn's task template (contracts/templates.py), chosen by the planner from the
     # principal: its owner_acknowledged_cloud_risk lets sensitive data reach cloud models.
     template: str = ""
+    # The session whose budget is checked and charged ("": `session`): a delegated sub-task's
+    # calls are charged to the session that delegated it.
+    budget_session: str = ""
 
 
 class LlmResponse(Msg, frozen=True, kw_only=True, tag="llm.response"):

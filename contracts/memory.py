@@ -30,10 +30,18 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     scope: str = ""
     session: str = ""
     created: float = 0.0
-    status: str = "active"  # active | archived | proposed (learned, awaiting promotion) | rejected
+    # active | archived (forgotten, superseded, merged or decayed) | proposed (learned, awaiting
+    # promotion) | rejected | revoked (its creation was undone)
+    status: str = "active"
     confidence: float = 1.0  # how sure the extractor was (1.0: said or imported explicitly)
     source: str = ""  # where a learned memory came from, e.g. observer:idle:<session>:<time>
     label: Label = "internal"  # the label of its source: a recall respects the lattice
+    # What the fact is about ("car", "home_city"), from the extractor: two active facts with one
+    # key in one scope conflict ([memory] conflict). Empty: never in conflict.
+    key: str = ""
+    version: int = 1  # 1 + the version it superseded
+    replaces: str = ""  # the id of the fact this version supersedes (archived once it is active)
+    used: float = 0.0  # when a recall or search last returned it (dreaming decays stale ones)
 
 
 class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
@@ -114,7 +122,7 @@ class MemoryCommand(Msg, frozen=True, kw_only=True, tag="memory.command"):
     """`/memory` from a chat: answered with a Notice to `reply_to`, within what that chat may
     read (its audience, derived from `principal`/`session` like a recall's)."""
 
-    action: str = "list"  # list | search | forget | pending
+    action: str = "list"  # list | search | forget | pending | promote | reject | undo
     arg: str = ""  # the search words, or the id to forget
     principal: str = ""
     is_owner: bool = False
@@ -126,7 +134,9 @@ class MemoryAdmin(Msg, frozen=True, kw_only=True, tag="memory.admin"):
     """`wintermute memory ...`, the owner's command line: any scope. Only the `cli` user may
     publish its subject (bus/permissions.py); answered by MemoryAnswer events."""
 
-    action: str  # list | search | forget | export | import | reembed | pending | promote | reject
+    # list | search | forget | export | import | reembed | pending | promote | reject | undo |
+    # revoke | dream
+    action: str
     scope: str = ""  # only this scope; empty: all
     query: str = ""
     target: str = ""  # the memory id to forget, promote or reject
@@ -150,8 +160,18 @@ class MemoryChanged(Msg, frozen=True, kw_only=True, tag="memory.changed"):
     was made (immutable in WM_EVT, like every event)."""
 
     memory_id: str
-    change: str  # saved | learned | proposed | promoted | rejected | archived | imported
+    # saved | learned | proposed | promoted | rejected | archived | imported | superseded |
+    # merged | decayed | revoked | undone
+    change: str
     scope: str = ""
     by: str = ""  # the principal, `observer`, `owner (approval)` or `cli`
     cause: str = ""  # the id of the message that made the change
     content: str = ""
+
+
+class MemoryDream(Msg, frozen=True, kw_only=True, tag="memory.dream"):
+    """The heartbeat's nightly dreaming job (seed 001): merge near-duplicate memories and decay
+    stale ones ([memory] merge_similarity, decay_*). No model call; changes are audited and
+    `/memory undo` reverts the night's batch."""
+
+    job: str = "dreaming"

@@ -25,6 +25,8 @@ from typing import Any, Literal
 import msgspec
 
 from contracts.approval import ApprovalRequest
+from contracts.channel import PrincipalKind, Sink
+from contracts.labels import Label
 from contracts.ops import Health
 
 ToolState = Literal["quarantined", "active"]
@@ -279,7 +281,7 @@ class ScheduledJob(Record, frozen=True, kw_only=True):
     """One job of the heartbeat's schedule, as `wintermute tasks` shows it."""
 
     name: str
-    kind: Literal["task", "cadence", "proactive", "review"]
+    kind: Literal["task", "cadence", "proactive", "review", "dream", "digest"]
     when: str = ""  # the schedule in words
     prompt: str = ""
     sink: str = ""
@@ -340,3 +342,71 @@ class BudgetUsage(Record, frozen=True, kw_only=True):
     paused: BudgetStop = ""
     renewals: int = 0
     renewed_at: float = 0.0
+
+
+# -- delegated workflows (actors/planner/_delegate.py) ---------------------------------------
+
+NodeState = Literal["waiting", "running", "done", "failed", "timed_out", "cancelled"]
+#: States after which a node changes no more.
+NODE_FINAL = ("done", "failed", "timed_out", "cancelled")
+
+
+class WorkflowNode(Record, frozen=True, kw_only=True):
+    """One delegated sub-task: its role, task, dependencies, and how it ended."""
+
+    id: str
+    role: str
+    task: str
+    context: str = ""
+    depends_on: list[str] = msgspec.field(default_factory=list)
+    status: NodeState = "waiting"
+    result: str = ""  # its answer; on a timeout or a failure, what it had found so far
+    reason: str = ""  # why it failed or was cancelled
+    budget_tokens: int = 0
+    deadline_secs: float = 0.0
+    started: float = 0.0
+    hops: int = 0  # continuations after a timeout so far
+    label: Label = "internal"  # the highest label its sub-session saw
+
+
+class Workflow(Record, frozen=True, kw_only=True):
+    """wm_sessions `wf.<hash of id>`: one `delegate` call's sub-tasks (a DAG), changed only by
+    compare-and-set. `id` is the parent's tool request id, from which every id below derives."""
+
+    id: str
+    parent_session: str
+    parent_turn: str
+    step: int
+    call_id: str
+    reply_to: Sink  # the parent turn's sink
+    principal: str
+    principal_kind: PrincipalKind = ""
+    is_owner: bool = False
+    label: Label = "internal"  # the parent turn's, raised by each sub-task's
+    purpose: str = "user"  # what the sub-tasks' model calls are charged as
+    created: float = 0.0
+    nodes: list[WorkflowNode] = msgspec.field(default_factory=list)
+
+
+GateState = Literal["pending", "applied", "denied", "refused"]
+
+
+class GateProposal(Record, frozen=True, kw_only=True):
+    """wm_state `gate.<id>`: a change proposed to a gated file (AGENTS.md, USER.md; later
+    agent-written skills), waiting for the owner or decided; `base` is the sha256 of the file
+    it was made against (applied only while the file is still that), `commit` the version
+    that applied it."""
+
+    id: str
+    path: str
+    text: str
+    base: str
+    reason: str = ""
+    by: str = ""
+    created: float = 0.0
+    status: GateState = "pending"
+    commit: str = ""
+    why: str = ""  # a refusal's sentence
+
+
+ALL_RECORDS += (GateProposal,)

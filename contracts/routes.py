@@ -26,12 +26,14 @@ from contracts.channel import (
     TerminalInput,
     TurnRequest,
 )
+from contracts.home import HomeAnswer, HomeCommand, HomeEditPropose
 from contracts.llm import LlmPreview, LlmProgress, LlmRequest, LlmResponse
 from contracts.memory import (
     MemoryAdmin,
     MemoryAnswer,
     MemoryChanged,
     MemoryCommand,
+    MemoryDream,
     MemoryPropose,
     MemorySave,
     MemorySearch,
@@ -58,6 +60,10 @@ ACTORS: tuple[str, ...] = (
 STOP_ORDER: tuple[str, ...] = (
     "channel", "heartbeat", "planner", "executor", "approval", "llm", "memory", "observer",
 )
+#: Actors that may run as several processes (`[actors.<name>] replicas`) sharing their durable
+#: consumers: their durables keep no per-session order (each model call stands alone; the
+#: planner waits for one answer before it asks the next) and their state is in KV.
+SCALABLE: tuple[str, ...] = ("llm",)
 #: Roles that are not actors: the supervisor (admin) and the owner's command line.
 SUPERVISOR = "supervisor"
 CLI = "cli"
@@ -144,6 +150,9 @@ def _intake(msg: TurnRequest) -> dict[str, str]:
     # Webhook deliveries enter on in.webhook.<source>; their reply sink is another channel's.
     if msg.origin == "webhook":
         return {"channel": "webhook", "chat": msg.principal.removeprefix("webhook:")}
+    # Delegated sub-tasks enter on in.delegate.<hash of the parent session>.
+    if msg.delegation is not None:
+        return {"channel": "delegate", "chat": short_hash(msg.delegation.parent_session, 16)}
     return {"channel": msg.reply_to.channel, "chat": msg.reply_to.chat}
 
 
@@ -153,10 +162,13 @@ _OUT = "out.{sink.channel}.{sink.chat}"
 _AUDITORS = ("channel", "planner", "executor", "approval", "llm")
 
 ROUTES: tuple[Route, ...] = (
-    Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", CLI), keys=_intake,
-          description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`)",
+    Route(TurnRequest, "in.{channel}.{chat}", ("channel", "heartbeat", "planner", CLI),
+          keys=_intake,
+          description="scheduled tasks enter on `in.schedule.<task>` (`wintermute tasks run`), "
+          "delegated sub-tasks on `in.delegate.<parent>`",
           narrow={"channel": tuple(f"in.{c}.*" for c in CHANNELS),
                   "heartbeat": ("in.schedule.*",),
+                  "planner": ("in.delegate.*",),
                   # `tasks run`; `replay --fork-at` sends a fork's turns as its principal
                   CLI: ("in.schedule.*", "in.terminal.*")}),
     Route(Reply, _OUT, ("planner", "executor")),
@@ -172,6 +184,10 @@ ROUTES: tuple[Route, ...] = (
           "learning and the planner's summaries use role `observer`"),
     Route(ToolRequest, "cmd.executor.run", ("planner",)),
     Route(ScriptsRevert, "cmd.executor.revert", ("channel", CLI, SUPERVISOR)),
+    Route(HomeEditPropose, "cmd.executor.propose", ("observer",),
+          "a change to AGENTS.md/USER.md for the WriteGate (reflection, consolidation)"),
+    Route(HomeCommand, "cmd.executor.home", ("channel", CLI),
+          "`/memory history, changes, apply, drop, revert` and `wintermute memory` the same"),
     Route(MemorySave, "cmd.memory.save", ("executor",),
           "with the turn's principal and owner flag: the memory actor derives the scope"),
     Route(MemorySearch, "cmd.memory.search", ("executor",)),
@@ -181,6 +197,8 @@ ROUTES: tuple[Route, ...] = (
     Route(MemoryPropose, "cmd.memory.propose", ("observer",),
           "what the model extracted from an idle conversation"),
     Route(MemoryAdmin, "cmd.memory.admin", (CLI,), "`wintermute memory ...`: every scope"),
+    Route(MemoryDream, "cmd.memory.dream", ("heartbeat",),
+          "nightly dreaming: merge near-duplicate memories, decay stale ones"),
     Route(HoldRelease, "cmd.supervisor.release", ("channel",),
           "the owner's `/tools release NAME`, applied by the supervisor"),
     Route(ApprovalRequest, "cmd.approval.request", ("channel", "executor", "memory", "heartbeat",
@@ -192,7 +210,8 @@ ROUTES: tuple[Route, ...] = (
           "still working: a long call, or a retry after a transient failure, with its reason"),
     Route(LlmPreview, "evt.llm.preview.{session}", ("llm",),
           "the answer so far while streaming; only for requests with `preview_to`"),
-    Route(ToolResult, "evt.tool.result.{session}", ("executor", "memory", "llm")),
+    Route(ToolResult, "evt.tool.result.{session}", ("executor", "memory", "llm", "planner"),
+          "the planner's are a delegated workflow's results, deferred to the parent session"),
     Route(ToolOutcome, "evt.tool.outcome.{tool}", ("executor",),
           "per-call stats, with an agent-created tool's `version`"),
     Route(ScriptsReverted, "evt.scripts.reverted.{request_id}", ("executor",),
@@ -203,6 +222,9 @@ ROUTES: tuple[Route, ...] = (
           keys=lambda m: {"request": short_hash(m.request, 16)}),
     Route(MemoryChanged, "evt.memory.changed.{memory_id}", ("memory",),
           "audit: every change to a memory"),
+    Route(HomeAnswer, "evt.home.answer.{request}", ("executor",),
+          "what a `home.command` did; awaited by `wintermute memory history` and `revert`",
+          keys=lambda m: {"request": short_hash(m.request, 16)}),
     Route(ApprovalResolved, "evt.approval.resolved.{session}", ("approval",)),
     Route(SessionIdle, "evt.session.idle.{session}", ("observer",)),
     Route(TaskOutcome, "evt.task.outcome.{task}", ("planner",),
@@ -238,15 +260,20 @@ DURABLES: tuple[Durable, ...] = (
             note="a dead letter of an active turn ends its step"),
     # Transient model failures are retried by redelivery (actors/llm/_retry.py gives up two
     # deliveries short of this, leaving the crash-loop dead letter to real crashes).
-    Durable("llm", "llm", "cmd", ("cmd.llm.*",), ordered_by="", concurrency=8, max_deliver=12),
+    # A model call waits on the network, not on this process's CPU: hundreds in flight cost
+    # a few KB each, so the bound is the provider (429s come back as delayed retries, the
+    # breaker stops a failing one) and JetStream's max_ack_pending is the backpressure.
+    Durable("llm", "llm", "cmd", ("cmd.llm.*",), ordered_by="", concurrency=256,
+            max_ack_pending=1024, max_deliver=12),
     Durable("executor", "executor", "cmd", ("cmd.executor.*",)),
     Durable("executor-approvals", "executor", "evt", ("evt.approval.resolved.>",)),
     Durable("memory", "memory", "cmd", ("cmd.memory.save", "cmd.memory.search",
                                         "cmd.memory.recall", "cmd.memory.command",
                                         "cmd.memory.propose"), concurrency=4),
     # The owner's command line, on a subject only the `cli` user may publish.
-    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin",), ordered_by="",
-            concurrency=1, note="`wintermute memory`, one command at a time"),
+    Durable("memory-admin", "memory", "cmd", ("cmd.memory.admin", "cmd.memory.dream"),
+            ordered_by="", concurrency=1,
+            note="`wintermute memory` and nightly dreaming, one at a time"),
     # The owner's answers to learned suggestions (other approvals are skipped).
     Durable("memory-approvals", "memory", "evt", ("evt.approval.resolved.>",), ordered_by="",
             concurrency=1, note="the owner's answers to learned suggestions"),

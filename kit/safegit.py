@@ -45,22 +45,24 @@ def git_dir(work_tree: Path) -> Path:
     return work_tree.parent / "data" / f"{work_tree.name}.git"
 
 
-def _empty_home(work_tree: Path) -> str:
+def _empty_home(gdir: Path) -> str:
     """data/git-home, an empty folder for HOME, so no ~/.gitconfig or ~/.config/git is read
     (next to the git directory: out of the sandbox's reach, one per installation)."""
-    home = git_dir(work_tree).parent / "git-home"
+    home = gdir.parent / "git-home"
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     return str(home)
 
 
-def git_env(work_tree: Path) -> dict[str, str]:
-    """The whole environment git gets: nothing inherited from the process."""
+def git_env(work_tree: Path, gdir: Path | None = None) -> dict[str, str]:
+    """The whole environment git gets: nothing inherited from the process. `gdir` overrides
+    `git_dir(work_tree)` (the home's prompt files: data/home.git, the home being the tree)."""
+    gdir = gdir or git_dir(work_tree)
     return {
         **GIT_IDENTITY,
-        "GIT_DIR": str(git_dir(work_tree)), "GIT_WORK_TREE": str(work_tree.resolve()),
+        "GIT_DIR": str(gdir), "GIT_WORK_TREE": str(work_tree.resolve()),
         "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_ATTR_NOSYSTEM": "1",
         "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1", "GIT_OPTIONAL_LOCKS": "0",
-        "HOME": _empty_home(work_tree), "PATH": SAFE_PATH, "LC_ALL": "C",
+        "HOME": _empty_home(gdir), "PATH": SAFE_PATH, "LC_ALL": "C",
     }
 
 
@@ -76,11 +78,12 @@ def _result(args: tuple[str, ...], code: int, out: bytes, check: bool) -> tuple[
     return code, text
 
 
-def run_git(work_tree: Path, *args: str, check: bool = True) -> tuple[int, str]:
+def run_git(work_tree: Path, *args: str, check: bool = True,
+            gdir: Path | None = None) -> tuple[int, str]:
     """Run git synchronously; (exit code, stdout + stderr). GitError if check and it failed."""
     try:
         proc = subprocess.run(
-            git_argv(*args), cwd=work_tree, env=git_env(work_tree), stdin=subprocess.DEVNULL,
+            git_argv(*args), cwd=work_tree, env=git_env(work_tree, gdir), stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT_SECS, check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -89,11 +92,12 @@ def run_git(work_tree: Path, *args: str, check: bool = True) -> tuple[int, str]:
 
 
 async def git(work_tree: Path, *args: str, check: bool = True,
-              timeout: float = TIMEOUT_SECS) -> tuple[int, str]:  # noqa: ASYNC109
+              timeout: float = TIMEOUT_SECS,  # noqa: ASYNC109
+              gdir: Path | None = None) -> tuple[int, str]:
     """Run git without blocking the loop; (exit code, stdout + stderr)."""
     try:
         proc = await asyncio.create_subprocess_exec(
-            *git_argv(*args), cwd=work_tree, env=git_env(work_tree),
+            *git_argv(*args), cwd=work_tree, env=git_env(work_tree, gdir),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
         )

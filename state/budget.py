@@ -9,7 +9,9 @@ stops (user turns and background work alike) until midnight in `budget.timezone`
 
 from __future__ import annotations
 
+import asyncio
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
@@ -19,6 +21,7 @@ from bus import Bus
 from contracts import Usage, short_hash
 from contracts.config import BudgetConfig
 from contracts.records import BudgetUsage
+from state._coalesce import Batch, Coalescer
 
 #: The clock every budget decision reads; tests replace it to move to the next day.
 clock: Callable[[], float] = time.time
@@ -101,19 +104,30 @@ async def used(bus: Bus, key: str) -> int:
 async def add(bus: Bus, key: str, tokens: int, purpose: str = "", cost: float = 0.0) -> int:
     """Add tokens (and their estimated cost) to a record atomically; the new count.
 
-    Compare-and-set: raises bus.Conflict when it keeps losing to concurrent writers."""
+    Concurrent additions in this process are written together (`_coalesce.py`); the write is
+    a compare-and-set: raises bus.Conflict when it keeps losing to other processes."""
 
-    def change(old: BudgetUsage | None) -> BudgetUsage:
-        old = old or BudgetUsage()
-        by = dict(old.by_purpose)
-        if purpose:
-            by[purpose] = by.get(purpose, 0) + tokens
-        return BudgetUsage(tokens=old.tokens + tokens, total=old.total + tokens, by_purpose=by,
-                           cost=old.cost + cost, paused=old.paused, renewals=old.renewals,
-                           renewed_at=old.renewed_at)
+    async def write(batch: Batch) -> int:
+        def change(old: BudgetUsage | None) -> BudgetUsage:
+            old = old or BudgetUsage()
+            by = dict(old.by_purpose)
+            for name, n in batch.by_purpose.items():
+                by[name] = by.get(name, 0) + n
+            return BudgetUsage(tokens=old.tokens + batch.tokens, total=old.total + batch.tokens,
+                               by_purpose=by, cost=old.cost + batch.cost, paused=old.paused,
+                               renewals=old.renewals, renewed_at=old.renewed_at)
 
-    new = await bus.kv_update(bus.subjects.kv_budget, key, change, kind=BudgetUsage)
-    return new.tokens if new is not None else 0
+        new = await bus.kv_update(bus.subjects.kv_budget, key, change, kind=BudgetUsage)
+        return new.tokens if new is not None else 0
+
+    coalescer = _coalescers.get(bus)
+    if coalescer is None:
+        coalescer = _coalescers[bus] = Coalescer()
+    return await coalescer.add(key, tokens, purpose, cost, write)
+
+
+#: One per connection (tests run several buses in one process).
+_coalescers: weakref.WeakKeyDictionary[Bus, Coalescer] = weakref.WeakKeyDictionary()
 
 
 def cost_of(cfg: BudgetConfig, model: str, spent: Usage) -> float:
@@ -131,8 +145,9 @@ async def charge(bus: Bus, cfg: BudgetConfig, session: str, purpose: str, model:
     if not tokens:
         return
     cost = cost_of(cfg, model, spent)
-    await add(bus, day_key(tz=cfg.timezone), tokens, purpose, cost)
-    await add(bus, session_key(session), tokens, purpose, cost)
+    # Two independent records: both updates go out together (one write, one wait).
+    await asyncio.gather(add(bus, day_key(tz=cfg.timezone), tokens, purpose, cost),
+                         add(bus, session_key(session), tokens, purpose, cost))
 
 
 @dataclass(frozen=True)
@@ -155,10 +170,12 @@ async def day_spent(bus: Bus, cfg: BudgetConfig) -> Stop | None:
 
 async def check(bus: Bus, cfg: BudgetConfig, session: str, purpose: str = "user") -> Stop | None:
     """The budget that forbids a model call for this session and purpose, or None."""
-    stop = await day_spent(bus, cfg)
-    if stop is not None or purpose not in SESSION_PURPOSES:
+    if purpose not in SESSION_PURPOSES:
+        return await day_spent(bus, cfg)
+    # Both records are read at once: one round trip of waiting instead of two.
+    stop, sess = await asyncio.gather(day_spent(bus, cfg), used(bus, session_key(session)))
+    if stop is not None:
         return stop
-    sess = await used(bus, session_key(session))
     if cfg.max_tokens_per_session and sess >= cfg.max_tokens_per_session:
         return Stop("session", SESSION_SPENT.format(used=sess, limit=cfg.max_tokens_per_session))
     return None
@@ -211,12 +228,19 @@ async def budget_note(bus: Bus, cfg: BudgetConfig, session: str = "",
                       purpose: str = "user") -> str:
     """The seed's warning for the model once a budget passes 70/85/95 %, else ""."""
     notes = []
-    day = await used(bus, day_key(tz=cfg.timezone))
+    with_session = bool(session and purpose in SESSION_PURPOSES and cfg.max_tokens_per_session)
+
+    async def nothing() -> int:
+        return 0
+
+    # Both records read at once: one round trip of waiting per model step, not two.
+    day, sess = await asyncio.gather(
+        used(bus, day_key(tz=cfg.timezone)),
+        used(bus, session_key(session)) if with_session else nothing())
     if cfg.max_tokens_per_day and (text := _warning(day / cfg.max_tokens_per_day)):
         notes.append(f"[System: {text}] (daily budget: {day:,} of {cfg.max_tokens_per_day:,} "
                      "tokens)")
-    if session and purpose in SESSION_PURPOSES and cfg.max_tokens_per_session:
-        sess = await used(bus, session_key(session))
+    if with_session:
         if text := _warning(sess / cfg.max_tokens_per_session):
             notes.append(f"[System: {text}] (session budget: {sess:,} of "
                          f"{cfg.max_tokens_per_session:,} tokens)")

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +22,6 @@ PACKAGES = ("actors", "bus", "contracts", "kit", "state", "supervisor", "benchma
 
 #: json.loads that never parse a KV value, each with why.
 JSON_LOADS_ALLOWED = {
-    "actors/executor/sandbox/launcher.py": "the launch spec the executor passes on its command line",
     "actors/channel/_telegram_webhook.py": "the body of Telegram's webhook HTTP request",
     "actors/llm/_convert.py": "tool-call arguments a model returned as JSON text",
     "actors/executor/dynamic/spec.py": "scripts/<name>.json files the agent writes",
@@ -41,15 +41,33 @@ ACTOR_IMPORTS_ALLOWED: dict[str, str] = {
 }
 
 
+@functools.cache
+def _parsed(package: str) -> tuple[tuple[str, ast.Module], ...]:
+    """Each package is parsed once per session: the rules only read the trees, and parsing
+    the whole tree again for every rule cost ~10 s a test on a loaded CI machine."""
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        found.append((rel, ast.parse(path.read_text(), filename=rel)))
+    return tuple(found)
+
+
 def modules(*packages: str) -> Iterator[tuple[str, ast.Module]]:
     for package in packages:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            rel = path.relative_to(ROOT).as_posix()
-            yield rel, ast.parse(path.read_text(), filename=rel)
+        yield from _parsed(package)
 
 
-def imported(tree: ast.Module) -> Iterator[tuple[int, str]]:
+def imported(tree: ast.Module) -> tuple[tuple[int, str], ...]:
     """(line, module) of every import, also those inside functions."""
+    return _imported(tree)
+
+
+@functools.cache  # keyed by the (cached, never mutated) tree: walked once per session
+def _imported(tree: ast.Module) -> tuple[tuple[int, str], ...]:
+    return tuple(_imports(tree))
+
+
+def _imports(tree: ast.Module) -> Iterator[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from contracts import (
     ApprovalDecision,
     HoldRelease,
+    HomeCommand,
     MemoryCommand,
     ScriptsRevert,
     SessionReset,
@@ -22,7 +23,8 @@ from state import budget_view
 HELP = (
     "Commands: /status (actors and health), /budget (token budgets, what used them, when they renew), /reset (forget this "
     "conversation; memories stay), /memory (what is remembered; /memory search WORDS, "
-    "/memory forget ID, /memory pending, /memory promote|reject ID), /tools (tools and status; /tools release NAME lifts a "
+    "/memory forget ID, /memory pending, /memory promote|reject ID, /memory undo; AGENTS.md and USER.md: "
+    "/memory history, /memory changes, /memory apply|drop ID, /memory revert [VERSION]), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/skills (skills and how often each was used; /skills revert undoes the last skill change), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
@@ -121,10 +123,13 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
     # what this conversation may read (a group never sees the owner's private memories).
     verb, _, arg = rest.strip().partition(" ")
     action = verb.lower() or "list"
+    if action in HOME_ACTIONS:
+        return await _home(actor, ctx, HOME_ACTIONS[action], arg.strip())
     needs_arg = ("search", "forget", "promote", "reject")
-    if action not in ("list", "pending", *needs_arg) or (action in needs_arg and not arg.strip()):
+    if action not in ("list", "pending", "undo", *needs_arg) or (
+            action in needs_arg and not arg.strip()):
         return ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
-                "/memory promote ID or /memory reject ID.")
+                "/memory promote ID, /memory reject ID or /memory undo.")
     sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
     command = MemoryCommand(
         id=f"{ctx.input_id}:memory", action=action, arg=arg.strip(), principal=ctx.principal,
@@ -133,7 +138,25 @@ async def _memory(actor: Any, ctx: CommandContext, rest: str) -> str:
     await actor.bus.send(command)
     return {"list": "Looking at what I remember here…", "search": "Searching my memory…",
             "forget": "Asking memory to forget it…", "pending": "Looking at what I learned…",
-            "promote": "Promoting it…", "reject": "Rejecting it…"}[action]
+            "promote": "Promoting it…", "reject": "Rejecting it…",
+            "undo": "Undoing the last change to memory here…"}[action]
+
+
+#: /memory verbs about AGENTS.md and USER.md, answered by the executor (their WriteGate).
+HOME_ACTIONS = {"history": "history", "changes": "pending", "apply": "apply", "drop": "drop",
+                "revert": "revert"}
+
+
+async def _home(actor: Any, ctx: CommandContext, action: str, arg: str) -> str:
+    if action in ("apply", "drop") and not arg:
+        return f"Say which change: /memory {action} ID (see /memory changes)."
+    sink = ctx.reply_to or Sink.parse(actor.config.owner.sink)
+    await actor.bus.send(HomeCommand(id=f"{ctx.input_id}:home", action=action, arg=arg,
+                                     principal=ctx.principal, is_owner=ctx.is_owner,
+                                     reply_to=sink))
+    return {"history": "Looking at the versions of AGENTS.md and USER.md…",
+            "pending": "Looking at the proposed changes…", "apply": "Applying it…",
+            "drop": "Dropping it…", "revert": "Reverting it…"}[action]
 
 
 async def _tools(actor: Any, ctx: CommandContext, rest: str) -> str:

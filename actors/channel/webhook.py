@@ -22,16 +22,18 @@ import logging
 import os
 import re
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-from aiohttp import web
 
 from actors.channel.adapter import Adapter
 from bus import Reject
 from contracts import ApprovalPrompt, Notice, Reply, Sink, TurnRequest, labels, short_hash, taint
 from kit.extract import extract
 from kit.secrets import load_dotenv
+
+if TYPE_CHECKING:  # aiohttp loads when the endpoint starts: the channel imports every adapter
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class WebhookAdapter(Adapter):
                           f"put the shared HMAC secret in .env and restart.")
             log.error("%s", self.error)
             return
+        from aiohttp import web
+
         app = web.Application(client_max_size=self.cfg.max_body_kb * 1024)
         app.router.add_post(self.cfg.path.rstrip("/") + "/{source}", self._post)
         self._runner = web.AppRunner(app, access_log=None)
@@ -118,6 +122,8 @@ class WebhookAdapter(Adapter):
     # --- deliveries -----------------------------------------------------------------------
 
     async def _post(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         source = request.match_info["source"]
         if not SOURCE.fullmatch(source):
             return _answer(404, "Unknown webhook source: use letters, digits, - and _.")
@@ -190,4 +196,6 @@ class WebhookAdapter(Adapter):
 
 
 def _answer(status: int, text: str) -> web.Response:
+    from aiohttp import web
+
     return web.json_response({"accepted": False, "error": text}, status=status)

@@ -5,7 +5,6 @@ group or session (setsid): with the launcher as their subreaper they stay in its
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -23,10 +22,10 @@ def launcher_argv(command: Sequence[str], *, cgroups: Sequence[Path] = (),
                   rlimits: dict[str, int] | None = None, subreaper: bool = False) -> list[str]:
     """Run command through launcher.py: join cgroups (their folders), set rlimits, and with
     subreaper stay the reaper of everything it starts."""
-    spec = {"cgroups": [str(p / "cgroup.procs") for p in cgroups], "rlimits": rlimits or {},
-            "subreaper": subreaper}
-    return [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, json.dumps(spec), "--",
-            *command]
+    spec = [f"cgroup={p / 'cgroup.procs'}" for p in cgroups]
+    spec += [f"rlimit={name}={int(value)}" for name, value in (rlimits or {}).items()]
+    spec += ["subreaper"] if subreaper else []
+    return [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, *spec, "--", *command]
 
 
 def subreaper_launcher(command: Sequence[str]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -16,6 +17,7 @@ from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
 from actors.executor.dynamic.service import ScriptsService
+from actors.executor.home_gate import HomeFiles
 from actors.executor.mcp import McpHub
 from actors.executor.policy import PolicyGate
 from actors.executor.registry import ToolRegistry
@@ -25,6 +27,8 @@ from bus import tracing
 from contracts import (
     ApprovalRequest,
     ApprovalResolved,
+    HomeCommand,
+    HomeEditPropose,
     ScriptsRevert,
     Sink,
     ToolOutcome,
@@ -42,7 +46,7 @@ from state.holds import tool_status
 
 log = logging.getLogger(__name__)
 
-ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert
+ExecutorInbox = ToolRequest | ApprovalResolved | ScriptsRevert | HomeEditPropose | HomeCommand
 
 
 class ExecutorActor(Actor, CapabilityGate):
@@ -50,6 +54,17 @@ class ExecutorActor(Actor, CapabilityGate):
     inbox = ExecutorInbox
 
     async def on_start(self) -> None:
+        # Picking the sandbox (probing a Docker API, trying bwrap) takes up to seconds: it runs
+        # after the first health report, and messages wait for it in `handle`.
+        self._ready = asyncio.Event()
+        self.spawn(self._start(), "setup")
+
+    async def _start(self) -> None:
+        await self._set_up()
+        self._ready.set()
+        await asyncio.Event().wait()  # background tasks last the actor's life (base.spawn)
+
+    async def _set_up(self) -> None:
         secrets = load_dotenv(self.home / ".env")
         # Follows .env and the NATS credential files: a secret added later is redacted too.
         redactor = HomeRedactor(self.home, os.environ)
@@ -64,6 +79,8 @@ class ExecutorActor(Actor, CapabilityGate):
         gate = (PolicyGate(ex.sandboxed_risky_patterns) if self.sandbox.isolated
                 else PolicyGate(ex.risky_patterns, allowlist=ex.direct_allowlist))
         self.registry = ToolRegistry(core_tools(gate))
+        self.home_files = HomeFiles(self)  # AGENTS.md and USER.md behind the WriteGate
+        self.registry.add(self.home_files.tool)
         from actors.executor.docker_tool import docker_manage_tool  # offered only with an API
 
         if docker_tool := await docker_manage_tool(self.config):
@@ -94,15 +111,17 @@ class ExecutorActor(Actor, CapabilityGate):
 
     async def _mcp_changed(self) -> None:
         if not hasattr(self, "registry"):
-            return  # still starting: on_start publishes once all servers answered
+            return  # still starting: _set_up publishes once all servers answered
         self._sync_mcp()
         with contextlib.suppress(Exception):
             await self.publish_tools()
 
     async def on_stop(self) -> None:
-        if self.mcp is not None:
-            await self.mcp.stop()
-        await self.sandbox.close()
+        hub: McpHub | None = getattr(self, "mcp", None)  # unset while still setting up
+        if hub is not None:
+            await hub.stop()
+        if getattr(self, "sandbox", None) is not None:
+            await self.sandbox.close()
 
     async def publish_tools(self) -> None:
         """Tell the planner (tool definitions), the heartbeat (IDENTITY.md) and `wintermute
@@ -124,6 +143,7 @@ class ExecutorActor(Actor, CapabilityGate):
                 "tools": len(registry.names()) if registry else 0}
 
     async def handle(self, msg: ExecutorInbox) -> None:
+        await self._ready.wait()  # the consumer keeps the message in progress meanwhile
         match msg:
             case ToolRequest():
                 await self._on_request(msg)
@@ -131,6 +151,10 @@ class ExecutorActor(Actor, CapabilityGate):
                 await self._on_resolved(msg)
             case ScriptsRevert():
                 await self.scripts.revert(msg)
+            case HomeEditPropose():
+                await self.home_files.propose(msg)
+            case HomeCommand():
+                await self.home_files.command(msg)
 
     def _tool(self, name: str) -> Tool | None:
         """A core tool, else an agent-created one (core names always win)."""
@@ -271,6 +295,8 @@ class ExecutorActor(Actor, CapabilityGate):
     async def _on_resolved(self, msg: ApprovalResolved) -> None:
         call = msg.call
         if call is None:
+            if self.home_files.gate.ours(msg):
+                await self.home_files.gate.resolved(msg)
             return
         result_id = f"{msg.id}:result"
         tool = self._tool(call.name)

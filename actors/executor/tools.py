@@ -5,6 +5,7 @@ from __future__ import annotations
 from actors.executor.base import Tool, ToolContext, ToolOutput, arg_float, arg_int, arg_str
 from actors.executor.dynamic import CreateTool
 from actors.executor.dynamic.archive import ArchiveTools
+from actors.executor.home_gate import hint
 from actors.executor.messaging import Escalate, SendMessage
 from actors.executor.policy import PolicyGate
 from actors.executor.web import WebFetch
@@ -52,7 +53,8 @@ class ExecuteCommand(Tool):
                 ok=False, output=f"Timed out after {timeout:g}s and was killed.\n{res.output}",
                 timed_out=True,
             )
-        return ToolOutput(ok=res.exit_code == 0, output=f"exit code {res.exit_code}\n{res.output}")
+        return ToolOutput(ok=res.exit_code == 0, output=f"exit code {res.exit_code}\n{res.output}"
+                          + hint(command))
 
 
 class MemorySaveTool(Tool):

@@ -15,7 +15,15 @@ import msgspec
 from actors.base import Actor
 from actors.heartbeat.identity import render_identity
 from actors.heartbeat.jobs import Job, load_jobs, sources_stamp
-from contracts import Health, Notice, Sink, TurnRequest, short_hash, subject_token
+from contracts import (
+    Health,
+    MemoryDream,
+    Notice,
+    Sink,
+    TurnRequest,
+    short_hash,
+    subject_token,
+)
 from contracts.records import ExecutorFacts, JobRun, MemoryFacts, Schedule, ScheduledJob
 from state.holds import task_status
 
@@ -124,12 +132,19 @@ class HeartbeatActor(Actor):
             from actors.heartbeat.review import propose
 
             return await propose(self, f"{int(due)}", time.time())
+        if job.kind == "dream":  # merges and decays without a model: no budget to check
+            await self.send(MemoryDream(id=f"dream:{int(due)}", job=job.name))
+            return "sent to memory"
         from state import budget
 
         spent = await budget.day_spent(self.bus, self.config.budget)
         if spent is not None:
             # Not a failure: the task is not disabled for it, and fires again next time.
             log.info("job %s skipped: %s", job.name, spent.message)
+            if job.kind == "digest":  # background learning: the owner hears it stopped, once
+                await self._tell_owner(f"Today's token budget is spent, so the weekly USER.md "
+                                       f"digest was skipped ({time.strftime('%Y-%m-%d')}); it "
+                                       "runs again at its next date (heartbeat.user_digest).")
             return "skipped (budget)"
         return await self.fire(job, f"{int(due)}")
 

@@ -22,12 +22,24 @@ PROACTIVE_PROMPT = (
 )
 
 
+DIGEST_PROMPT = (
+    "[Weekly digest] Bring USER.md, the owner's profile, up to date. Search your memory "
+    "(memory_search) for what you know about the owner: facts, preferences, people, places, "
+    "routines and corrections; merge it with the profile under \"# User (USER.md)\", organised "
+    "by topic, short, dropping what is outdated and inventing nothing. Then call "
+    "edit_agent_file with file USER.md, the whole new text and a one-line reason; the owner "
+    "reviews the change. If nothing would change, answer exactly [NO_REPLY]."
+)
+
+
 @dataclass(frozen=True)
 class Job:
     """One schedulable unit of work: a turn with a prompt, for an explicit sink."""
 
     name: str
-    kind: str  # task | cadence | proactive | review (the monthly tool review: no model call)
+    # task | cadence | proactive | review (the monthly tool review) | dream (memory's nightly
+    # dreaming) | digest (the weekly USER.md digest, a turn); review and dream make no model call
+    kind: str
     when: When
     prompt: str
     sink: str  # "" = the owner's sink (explicit in config.toml)
@@ -61,6 +73,10 @@ def jobs_from(settings: Settings, heartbeat_md: str) -> tuple[list[Job], list[st
                             t.sink, t.budget_tokens))
     if hb.tool_review:  # checked when agent.toml was loaded
         jobs.append(Job("tool_review", "review", When(cron=hb.tool_review), "", ""))
+    if hb.dreaming:  # the memory actor's nightly pass (actors/memory/_dream.py)
+        jobs.append(Job("dreaming", "dream", When(cron=hb.dreaming), "", ""))
+    if hb.user_digest:  # checked when agent.toml was loaded
+        jobs.append(Job("user_digest", "digest", When(cron=hb.user_digest), DIGEST_PROMPT, ""))
     cadences, errors = parse_heartbeat_md(heartbeat_md)
     jobs += [Job(c.name, "cadence", c.when, c.prompt, c.sink) for c in cadences]
     if hb.proactive:

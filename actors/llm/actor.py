@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -57,12 +58,20 @@ class LlmActor(Actor):
 
         b = self.config.models.breaker
         self.breakers = Breakers(b.failure_threshold, b.window_secs, b.cooldown_secs)
-        # Import the SDKs of the configured chain now, not during the first user's turn.
+        # Import the SDKs of the configured chain (0.5-1.2 s each) soon, not during the first
+        # user's turn, but after this actor reported healthy: start-up is not kept waiting.
+        self._warm = asyncio.create_task(self._import_sdks(), name="import-sdks")
+
+    async def _import_sdks(self, after: float = 1.0) -> None:
+        await asyncio.sleep(after)  # the first health report goes out meanwhile
         sdks = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}
         for spec in self.chain("default"):
             module = sdks.get(spec.split("/", 1)[0])
             if module:
-                await asyncio.to_thread(importlib.import_module, module)
+                try:
+                    await asyncio.to_thread(importlib.import_module, module)
+                except ImportError as exc:  # said again, to the user, by the first call
+                    log.warning("cannot import the %s SDK: %s", module, exc)
 
     def chain(self, role: str) -> list[str]:
         """Models to try, in order: role (or skill) override or default, then the fallbacks."""
@@ -89,7 +98,7 @@ class LlmActor(Actor):
         from actors.llm import _retry
 
         async with _retry.working(self, req):
-            response, transient = await self._respond(req)
+            response, transient, charge = await self._respond(req)
         if transient:
             delay = _retry.schedule(self, req, response.error)
             if delay is not None:
@@ -98,18 +107,20 @@ class LlmActor(Actor):
         if req.for_call is not None:  # escalate: the answer is that tool call's result
             from actors.llm._escalate import answer_call
 
-            await answer_call(self, req.for_call, response)
+            await asyncio.gather(answer_call(self, req.for_call, response), *charge)
             return
-        await self.send(response)
+        # The budget is charged while the answer travels: a crash before both are done leaves
+        # the request unacked, and its redelivery makes the call (and the charge) again.
+        await asyncio.gather(self.send(response), *charge)
 
-    async def _respond(self, req: LlmRequest) -> tuple[LlmResponse, bool]:
-        """The answer, and whether it is an error worth retrying (every model failed
-        transiently)."""
+    async def _respond(self, req: LlmRequest) -> tuple[LlmResponse, bool, list[Awaitable[None]]]:
+        """The answer, whether it is an error worth retrying (every model failed
+        transiently), and the budget charge still to await (with the answer's publish)."""
         base: dict[str, Any] = {"id": f"{req.id}:response", "session": req.session,
                                 "turn_id": req.turn_id, "step": req.step, "request_id": req.id}
         chain = self.chain(req.role)
         if not chain:
-            return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False
+            return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False, []
         privacy = self.config.privacy
         by_template = bool(req.template) and templates.get(
             req.template, privacy.templates).owner_acknowledged_cloud_risk
@@ -130,7 +141,7 @@ class LlmActor(Actor):
             await self.audit_decision("routing.refused", "refused", routed.refusal,
                                       about=req.id, session=req.session,
                                       refs={"label": req.label, "request": req.id})
-            return LlmResponse(**base, error=routed.refusal), False
+            return LlmResponse(**base, error=routed.refusal), False, []
         if routed.local_only:
             await self.audit_decision("routing.local", "allowed",
                                       f"Data labelled {req.label} goes only to local models: "
@@ -139,13 +150,14 @@ class LlmActor(Actor):
                                       refs={"label": req.label, "request": req.id})
         chain = routed.chain
         cfg = self.config.budget
-        stop = await budget.check(self.bus, cfg, req.session, req.purpose)
+        payer = req.budget_session or req.session  # a delegated sub-task's parent pays
+        stop = await budget.check(self.bus, cfg, payer, req.purpose)
         if stop is not None:
             if req.purpose in budget.SESSION_PURPOSES:
-                await budget.pause(self.bus, req.session, stop.kind)
+                await budget.pause(self.bus, payer, stop.kind)
             log.info("%s call for %s not made: %s budget spent", req.purpose, req.session,
                      stop.kind)
-            return LlmResponse(**base, error=stop.message, budget=stop.kind), False
+            return LlmResponse(**base, error=stop.message, budget=stop.kind), False, []
         from actors.llm.providers import ProviderError, complete, default_max_tokens
 
         failures: list[str] = []
@@ -187,17 +199,17 @@ class LlmActor(Actor):
                 "gen_ai.request.model": spec.split("/", 1)[-1],
                 "gen_ai.usage.input_tokens": done.usage.input_tokens,
                 "gen_ai.usage.output_tokens": done.usage.output_tokens})
-            await budget.charge(self.bus, cfg, req.session, req.purpose, spec, done.usage)
+            charge = budget.charge(self.bus, cfg, payer, req.purpose, spec, done.usage)
             return LlmResponse(
                 **base, content=done.content, tool_calls=done.tool_calls, model=spec,
                 usage=done.usage,
-            ), False
+            ), False, [charge]
         detail = " ".join(failures)
         return LlmResponse(
             **base,
             error=f"I couldn't reach any configured model, so this message went unanswered. "
             f"{detail} Check the model server and [models] in config.toml, then ask again.",
-        ), transient
+        ), transient, []
 
     async def _breaker_moved(self, moved: Transition | None, req: LlmRequest) -> None:
         """Audit a breaker's change of state (opened, half-open probe, closed)."""

@@ -217,22 +217,24 @@ async def _anthropic(client: Any, model: str, messages: list[ChatMessage], tools
 
 async def _openai(client: Any, model: str, messages: list[ChatMessage], tools: list[ToolSpec],
                   max_tokens: int, seconds: float) -> tuple[str, list[ToolCall], Usage, str]:
-    """One Chat Completions call."""
-    kw: dict[str, Any] = {}
-    if tools:
-        kw["tools"] = _convert.openai_tools(tools)
-    # api.openai.com's newer models only accept max_completion_tokens; local servers know max_tokens.
-    local = "api.openai.com" not in os.environ.get("OPENAI_BASE_URL", "api.openai.com")
-    limit = "max_tokens" if local else "max_completion_tokens"
-    kw[limit] = max_tokens
-    resp = await client.chat.completions.create(
-        model=model, messages=_convert.openai_messages(messages), timeout=seconds, **kw
-    )
-    if not resp.choices:
+    """One Chat Completions call, with a prebuilt JSON body (`_openai_raw`: the SDK's own
+    request transformation cost more than the rest of the actor)."""
+    from actors.llm import _openai_raw
+
+    body = _openai_raw.request_body(model, messages, tools, max_tokens)
+    data = await _openai_raw.post(client, body, seconds)
+    try:
+        result = _openai_raw.parse(data)
+    except _openai_raw.Malformed as exc:
+        raise ProviderError(
+            f"The openai provider sent an answer that is not valid JSON (model '{model}'): "
+            f"{_sentence(str(exc))}. This is usually a passing server fault; try again.",
+            retryable=True) from exc
+    if result is None:
         raise ProviderError(
             f"The openai provider returned no answer for model '{model}'. Try again.", retryable=True
         )
-    return _convert.openai_result(resp)
+    return result
 
 
 async def _ollama(client: Any, model: str, messages: list[ChatMessage], tools: list[ToolSpec],

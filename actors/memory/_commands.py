@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from actors.memory._facts import promote, undo
 from actors.memory.embedding import EmbeddingUnavailable
 from actors.memory.scopes import valid_scope
 from contracts import MemoryAdmin, MemoryAnswer, MemoryCommand, MemoryRecord, Notice
@@ -19,8 +20,8 @@ if TYPE_CHECKING:
 Say = Callable[..., Awaitable[None]]
 EXPORT_PART = 500  # records per answer message (well under the 1 MB NATS payload limit)
 LIST_IN_CHAT = 20
-CHAT_HELP = ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending or "
-             "/memory promote ID.")
+CHAT_HELP = ("Use /memory, /memory search WORDS, /memory forget ID, /memory pending, "
+             "/memory promote ID, /memory reject ID or /memory undo.")
 
 
 def _line(r: MemoryRecord | object) -> str:
@@ -59,14 +60,12 @@ async def chat_command(actor: MemoryActor, msg: MemoryCommand) -> None:
                 if records else "No learned memories are waiting.")
     elif msg.action in ("promote", "reject") and msg.arg.strip():
         target = msg.arg.strip().split()[0]
-        new = "active" if msg.action == "promote" else "rejected"
-        if await asyncio.to_thread(store.set_status, target, "proposed", new, scopes):
-            text = f"{'Promoted' if new == 'active' else 'Rejected'} memory {target}."
-            change = "promoted" if new == "active" else "rejected"
-            await actor.audit(change, target, msg.id, by=msg.principal)
-            await actor._publish_stats()
+        if await _decide(actor, msg.action, target, msg.id, msg.principal, scopes):
+            text = f"{'Promoted' if msg.action == 'promote' else 'Rejected'} memory {target}."
         else:
             text = f"No waiting memory {target} here; /memory pending lists them."
+    elif msg.action == "undo":
+        text = await undo(actor, msg.id, scopes, msg.principal)
     else:
         text = CHAT_HELP
     notice = Notice(id=f"{msg.id}:answer", sink=msg.reply_to, text=text, source="memory")
@@ -124,18 +123,42 @@ async def admin(actor: MemoryActor, msg: MemoryAdmin) -> None:
             await say(records=await asyncio.to_thread(store.recent, scopes, msg.limit, "",
                                                       "proposed"))
         case "promote" | "reject":
-            new = "active" if msg.action == "promote" else "rejected"
-            done = await asyncio.to_thread(store.set_status, msg.target, "proposed", new, scopes)
-            if done:
-                change = "promoted" if new == "active" else "rejected"
-                await actor.audit(change, msg.target, msg.id, by="cli")
-            word = "Promoted" if new == "active" else "Rejected"
+            done = await _decide(actor, msg.action, msg.target, msg.id, "cli", scopes)
+            word = "Promoted" if msg.action == "promote" else "Rejected"
             await say(f"{word} memory {msg.target}." if done else
                       f"No waiting memory {msg.target}; `wintermute memory pending` lists them.",
                       ok=done)
-            await actor._publish_stats()
+        case "revoke":
+            done = False
+            for old in ("active", "proposed"):
+                if await asyncio.to_thread(store.set_status, msg.target, old, "revoked", scopes):
+                    done = True
+                    await actor.audit("revoked", msg.target, msg.id, by="cli", before=old)
+                    await actor._publish_stats()
+                    break
+            await say(f"Revoked memory {msg.target}." if done else
+                      f"No active or waiting memory {msg.target}.", ok=done)
+        case "undo":
+            await say(await undo(actor, msg.id, scopes, "cli"))
+        case "dream":
+            from actors.memory._dream import dream
+
+            await say(await dream(actor, msg.id))
         case _:
             await say(f"Unknown memory action {msg.action!r}.", ok=False)
+
+
+async def _decide(actor: MemoryActor, action: str, target: str, cause: str, by: str,
+                  scopes: list[str] | tuple[str, ...] | None) -> bool:
+    """Promote (superseding what it replaces) or reject a waiting memory; True if it was."""
+    if action == "promote":
+        done = await promote(actor, target, cause, by, scopes)
+    elif done := await asyncio.to_thread(actor.store.set_status, target, "proposed",
+                                         "rejected", scopes):
+        await actor.audit("rejected", target, cause, by=by)
+    if done:
+        await actor._publish_stats()
+    return done
 
 
 def _import(actor: MemoryActor, records: list[MemoryRecord],

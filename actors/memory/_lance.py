@@ -11,13 +11,17 @@ from contracts.memory import MemoryHit, MemoryRecord
 log = logging.getLogger(__name__)
 
 RECORD_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status", "scope",
-                  "confidence", "source", "label"]
+                  "confidence", "source", "key", "version", "replaces", "used", "label"]
 # Columns added after the first release, with the SQL that fills them in older rows. Rows from
 # before scopes get their own session's scope: visible only in the conversation they came from.
 ADDED_COLUMNS = {
     "scope": "concat('session:', coalesce(session, ''))",
     "confidence": "cast(1.0 as double)",
     "source": "''",
+    "key": "''",
+    "version": "cast(1 as bigint)",
+    "replaces": "''",
+    "used": "cast(0.0 as double)",
     # Rows from before labels: internal, what every recall returned them as.
     "label": "'internal'",
 }
@@ -39,6 +43,10 @@ def schema() -> Any:
         pa.field("scope", pa.string()),
         pa.field("confidence", pa.float64()),
         pa.field("source", pa.string()),
+        pa.field("key", pa.string()),
+        pa.field("version", pa.int64()),
+        pa.field("replaces", pa.string()),
+        pa.field("used", pa.float64()),
         pa.field("label", pa.string()),
     ])
 
@@ -198,7 +206,9 @@ def record(r: dict[str, Any]) -> MemoryRecord:
         tags=list(r["tags"] or []), session=r["session"] or "", created=r["created"] or 0.0,
         status=r["status"] or "active", scope=r["scope"] or "",
         confidence=1.0 if r.get("confidence") is None else float(r["confidence"]),
-        source=r.get("source") or "", label=_label(r.get("label")),
+        source=r.get("source") or "", key=r.get("key") or "",
+        version=int(r.get("version") or 1), replaces=r.get("replaces") or "",
+        used=float(r.get("used") or 0.0), label=_label(r.get("label")),
     )
 
 

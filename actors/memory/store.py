@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 TABLE = "memories"
 KINDS = frozenset({"fact", "preference", "procedure", "episode", "skill", "note"})
-STATUSES = frozenset({"active", "archived", "proposed", "rejected"})
+STATUSES = frozenset({"active", "archived", "proposed", "rejected", "revoked"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
@@ -100,7 +100,8 @@ class MemoryStore:
     def save(self, content: str, *, kind: str = "fact", tags: Iterable[str] = (),
              session: str = "", scope: str = "", id: str | None = None,
              created: float | None = None, status: str = "active", confidence: float = 1.0,
-             source: str = "", label: str = "internal") -> str:
+             source: str = "", key: str = "", version: int = 1, replaces: str = "",
+             label: str = "internal") -> str:
         """Insert a memory unless a row with the same id exists; return its id.
 
         `scope` defaults to the memory's own session (see actors/memory/scopes.py).
@@ -116,6 +117,7 @@ class MemoryStore:
             "id": mem_id, "kind": kind, "content": content, "tags": [str(t) for t in tags],
             "session": session, "created": created or time.time(), "status": status,
             "scope": scope or f"session:{session}", "confidence": confidence, "source": source,
+            "key": key, "version": version, "replaces": replaces, "used": 0.0,
             "label": label,
         }
         if vectors is not None:
@@ -140,7 +142,8 @@ class MemoryStore:
             rows = [{"id": r.id, "kind": r.kind, "content": r.content, "tags": r.tags,
                      "session": r.session, "created": r.created or time.time(),
                      "status": r.status, "scope": r.scope, "confidence": r.confidence,
-                     "source": r.source, "label": r.label} for r in part]
+                     "source": r.source, "key": r.key, "version": r.version,
+                     "replaces": r.replaces, "used": r.used, "label": r.label} for r in part]
             if vecs is not None:
                 if not self.vectors.model and self.embedder is not None:
                     self._embed([part[0].content])  # claims the vector column for the model
@@ -181,6 +184,28 @@ class MemoryStore:
             self._counts[kinds[0]] += (new == "active") - (old == "active")
             self._after_write()
         return True
+
+    def records(self, where: str, limit: int | None = None) -> list[MemoryRecord]:
+        """Memories matching an SQL condition (built with _lance.sql_str), in no set order."""
+        return [_lance.record(r) for r in _lance.rows(self._table, where, _lance.RECORD_COLUMNS,
+                                                      limit)]
+
+    def update(self, ids: Iterable[str], values: dict[str, Any]) -> None:
+        """Set columns other than the status (confidence, last used) of these memories."""
+        names = sorted(set(ids))
+        if not names:
+            return
+        with self._lock:
+            where = "id IN (" + ", ".join(_lance.sql_str(i) for i in names) + ")"
+            self._table.update(where=where, values=values)
+            self._after_write()
+
+    def vectors_of(self, where: str) -> dict[str, list[float]]:
+        """The stored vectors of the memories matching `where` (none before the first)."""
+        if _lance.VECTOR not in self._table.schema.names or not self.hybrid:
+            return {}
+        found = _lance.rows(self._table, where, ["id", _lance.VECTOR])
+        return {r["id"]: r[_lance.VECTOR] for r in found if r[_lance.VECTOR] is not None}
 
     def known(self, content: str, scope: str) -> bool:
         """Whether this exact content is already remembered or proposed in `scope`."""

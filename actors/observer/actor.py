@@ -1,5 +1,5 @@
 """The observer: the JSONL event log of everything on the bus, session-idle events, and
-learning from idle sessions (_learn.py)."""
+learning from idle and archived (`/reset`) sessions (_learn.py)."""
 
 from __future__ import annotations
 
@@ -29,9 +29,13 @@ class ObserverActor(Actor):
         self.log_path = private_dir(self.home / "logs") / "events.jsonl"
         self.last_activity: dict[str, float] = {}
         self.idle_sent: dict[str, float] = {}
+        from actors.observer._consolidate import Consolidator
         from actors.observer._learn import Learner
+        from actors.observer._reflect import Reflector
 
         self.learner = Learner(self)
+        self.reflector = Reflector(self)  # lessons from failed tool calls, for AGENTS.md
+        self.consolidator = Consolidator(self)  # AGENTS.md grown past its limit
         self.spawn(self._idle_loop(), "idle")
 
     async def handle(self, raw: msgspec.Raw) -> None:
@@ -53,13 +57,25 @@ class ObserverActor(Actor):
         if isinstance(session, str) and payload.get("type") in ("turn.request", "turn.reply"):
             self.last_activity[session] = time.time()
         self.learner.seen(payload)
+        self.reflector.seen(payload)
         if payload.get("type") == "llm.response":
             await self.learner.answered(payload)
+            await self.reflector.answered(payload)
+            await self.consolidator.answered(payload)
+        elif payload.get("type") == "session.reset" and isinstance(session, str):
+            # Archival (seed 002): the history the reset drops is learned from like an idle one.
+            self.last_activity.pop(session, None)
+            await self.learner.idle(session, str(payload.get("id") or f"reset:{session}"))
 
     async def _idle_loop(self) -> None:
         idle = self.config.observer.idle_secs
         while True:
             self.alive("idle", every=5)
+            try:
+                await self.consolidator.check()
+            except Exception as exc:  # noqa: BLE001 - NATS away: checked again next time
+                log.warning("AGENTS.md consolidation check failed: %s", exc)
+                self.consolidator.checked = 0.0
             now = time.time()
             for session, last in list(self.last_activity.items()):
                 if now - last >= idle and self.idle_sent.get(session) != last:
@@ -71,4 +87,5 @@ class ObserverActor(Actor):
                     self.idle_sent[session] = last
                     del self.last_activity[session]
                     await self.learner.idle(session, event.id)
+                    await self.reflector.idle(session, event.id)
             await asyncio.sleep(min(5.0, max(idle / 4, 0.2)))

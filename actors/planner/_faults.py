@@ -104,6 +104,9 @@ class TurnFaults:
                  "tools": cfg.tool_deadline_secs}[phase]
         now = self.clock()
         turn.phase, turn.phase_since, turn.deadline, turn.progress = phase, now, now + limit, ""
+        d = turn.request.delegation
+        if d is not None and d.deadline:  # a sub-task's steps end with its own deadline
+            turn.deadline = min(turn.deadline, max(d.deadline, now))
         turn.started = turn.started or now
 
     def _track(self, state: SessionState) -> None:

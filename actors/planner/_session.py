@@ -80,6 +80,8 @@ class SessionOps:
     async def _on_reset(self, state: SessionState, msg: SessionReset) -> bool:
         dropped = (1 if state.active else 0) + len(state.queue)
         state.history, state.queue, state.active, state.failed = [], [], None, None
+        # The reset conversation is archived (the observer learns from it): its summary goes too.
+        state.summary, state.unsummarized, state.summarizing = "", [], ""
         log.info("session reset: history cleared, %d turn(s) dropped", dropped)
         return True
 

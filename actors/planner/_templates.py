@@ -93,6 +93,9 @@ class TemplateOps:
                     refs={"tool": call.name, "template": turn.template, "request": rid})
                 continue
             turn.tool_calls_used += 1
+            if local := await self._local_call(state, turn, call, i):  # delegate, profiles
+                turn.results[call.id] = local
+                continue
             req = ToolRequest(
                 id=rid, session=state.session, turn_id=turn.turn_id, step=turn.step,
                 call_id=call.id, name=call.name, arguments=call.arguments,

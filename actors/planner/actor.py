@@ -14,14 +14,17 @@ import logging
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _guard, context
+from actors.planner import _compact, _delegate, _guard, context
+from actors.planner._delegate import Delegating
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
 from actors.planner._session import SessionOps
+from actors.planner._state_cache import StateCache
 from actors.planner._templates import TemplateOps
+from actors.planner._turing import ClaimCheck
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
-from bus import PublishError, Reject
+from bus import PublishError, Reject, Retry
 from contracts import (
     ChatMessage,
     DeadLetter,
@@ -51,7 +54,8 @@ PlannerInbox = (
 )
 
 
-class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
+class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, Delegating,
+                   ClaimCheck):
     name = "planner"
     inbox = PlannerInbox | DeadLetter
 
@@ -61,12 +65,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         self._deadlines: dict[str, float] = {}  # session -> its active step's deadline
         self._turns: dict[str, dict[str, Any]] = {}  # session -> its turn in progress, for status
         self._outage_known: bool | None = None  # whether the owner was told of an outage
+        self._states = StateCache(self.bus, self.subjects.kv_sessions)
 
     async def on_start(self) -> None:
         self.spawn(self._sweep(), "deadlines")
 
     def health_info(self) -> dict[str, Any]:
-        return self.turns_info()
+        return self.turns_info() | {"state_reads_saved": self._states.hits,
+                                    "state_reads": self._states.misses}
 
     # -- state -----------------------------------------------------------------------------
 
@@ -74,11 +80,14 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         return f"s.{short_hash(session, 32)}"
 
     async def _load(self, session: str) -> SessionState:
-        return load(await self.bus.kv_get(self.subjects.kv_sessions, self._key(session)), session)
+        return load(await self._states.get(self._key(session)), session)
 
     async def _save(self, state: SessionState) -> None:
-        await self.bus.kv_put(self.subjects.kv_sessions, self._key(state.session),
-                              await self._fit(state))
+        # A compare-and-set on the revision read: if another writer got in between, the
+        # event goes back to be applied again on a fresh read (the crash-before-save path).
+        if not await self._states.put(self._key(state.session), await self._fit(state)):
+            raise Retry(f"the state of {state.session} changed while an event was applied",
+                        delay=0.1)
 
     def _lock(self, session: str) -> asyncio.Lock:
         return self._locks.setdefault(session, asyncio.Lock())
@@ -128,6 +137,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
                              principal=req.principal, session=req.session,
                              refs={"turn": req.id, "kind": req.principal_kind})
             raise Reject(f"inconsistent principal: {why}")
+        await self._check_delegated(req)
         if state.knows(req.id):
             log.info("turn %s already accepted", req.id)
             return False
@@ -183,6 +193,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
             return True
         system = context.system_prompt(self.settings, msg.hits, "", msg.owner_context,
                                        state.summary)
+        if turn.request.delegation is not None:  # a sub-task: its role's instructions first
+            system = f"{turn.request.delegation.prompt}\n\n{system}"
         turn.messages = [
             ChatMessage(role="system", content=system),
             *state.history,
@@ -190,7 +202,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         ]
         turn.new_from = len(turn.messages) - 1
         self._arm(turn, "llm")
-        await self._ask_model(state, turn, await self._offered_tools(turn))
+        await self._ask_model(state, turn,
+                              self._tools_for(turn, await self._offered_tools(turn)))
         return True
 
     async def _ask_model(self, state: SessionState, turn: TurnState,
@@ -202,7 +215,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
-            tools=tools, purpose=purpose,
+            tools=tools, purpose=purpose, role=_delegate.model_role(turn.request),
+            budget_session=_delegate.payer(turn.request),
             # A plan is never shown: only answers are previewed.
             preview_to=turn.request.reply_to
             if turn.request.preview_interval > 0 and turn.stage != "plan" else None,
@@ -216,7 +230,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
 
     async def _on_llm(self, state: SessionState, msg: LlmResponse) -> bool:
         if msg.turn_id.endswith(":summary"):
-            return self._on_summary(state, msg)
+            return await _compact.answered(self, state, msg)
         turn = state.active
         if turn is None or turn.turn_id != msg.turn_id or turn.phase != "llm":
             return False
@@ -245,7 +259,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
             ChatMessage(role="assistant", content=msg.content, tool_calls=msg.tool_calls)
         )
         if not msg.tool_calls:
-            await self._finish(state, msg.content)
+            if not await self._claim_check(state, turn, msg.content):
+                await self._finish(state, msg.content)
             return True
         await self._dispatch(state, turn, msg.tool_calls)
         await self._maybe_continue(state, turn)
@@ -282,7 +297,8 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         self._arm(turn, "llm")
         turn.calls, turn.results = [], {}
         limit_hit = turn.tool_calls_used >= self._tool_limit(turn)
-        await self._ask_model(state, turn, [] if limit_hit else await self._offered_tools(turn))
+        tools = [] if limit_hit else self._tools_for(turn, await self._offered_tools(turn))
+        await self._ask_model(state, turn, tools)
 
     async def _finish(self, state: SessionState, text: str, record: bool = True,
                       failure: str = "", skipped: bool = False) -> None:
@@ -291,16 +307,20 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
         req = turn.request
         if req.origin == "schedule":
             await self._task_outcome(turn, failure, skipped)
-        text = await self._cleared(turn, text)
-        reply = Reply(
-            id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
-            sink=req.reply_to, text=text,
-        )
-        await self.send(reply)
+        if req.delegation is not None:  # a sub-task answers its workflow, not a chat
+            await self._delegated_done(turn, text, failure)
+        else:
+            text = await self._cleared(turn, text)
+            reply = Reply(
+                id=f"{turn.turn_id}:reply", session=state.session, turn_id=turn.turn_id,
+                sink=req.reply_to, text=text,
+            )
+            await self.send(reply)
         if record:
             dropped = state.append_history(turn.messages[turn.new_from :])
+            dropped += await _compact.over_budget_share(self, state)
             if dropped:  # older history leaves the context: fold it into the rolling summary
-                await self._summarize(state, turn.turn_id, dropped)
+                await _compact.fold(self, state, turn.turn_id, dropped)
         if failure and req.origin != "event":
             state.failed = req  # /retry runs it again
         state.remember_turn(turn.turn_id)
@@ -323,23 +343,6 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute):
                          principal=turn.request.principal, session=turn.request.session,
                          refs={"label": turn.label, "sink": where, "turn": turn.turn_id})
         return why
-
-    async def _summarize(self, state: SessionState, turn_id: str,
-                         dropped: list[ChatMessage]) -> None:
-        req = LlmRequest(
-            id=f"{turn_id}:summary", session=state.session, turn_id=f"{turn_id}:summary",
-            step=0, role="observer", messages=context.summary_request(state.summary, dropped),
-            max_tokens=800, purpose="compaction",
-            label=state.label,  # the dropped history is the session's data
-        )
-        await self.send(req)
-
-    def _on_summary(self, state: SessionState, msg: LlmResponse) -> bool:
-        if msg.error or not msg.content.strip():
-            log.warning("no conversation summary: %s", msg.error or "empty answer")
-            return False
-        state.summary = msg.content.strip()[:4000]
-        return True
 
     async def _task_outcome(self, turn: TurnState, failure: str, skipped: bool) -> None:
         """How a scheduled task's turn ended, for the supervisor (it disables failing tasks;

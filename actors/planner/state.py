@@ -37,6 +37,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     taint: Taint = "clean"  # the worst taint of what the model sees in this turn
     tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
     repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
+    corrections: int = 0  # answers corrected for claiming an action no tool did (_turing.py)
     template: str = ""  # the task template it runs under (contracts/templates.py)
     # Plan-then-execute (actors/planner/_pte.py): "plan" or "synth"; "" for the ordinary loop.
     stage: str = ""
@@ -59,6 +60,11 @@ class SessionState(msgspec.Struct, kw_only=True):
     # What fell out of `history`, summarised by the model (rolling: each summary folds in the
     # previous one); the raw messages stay in the streams for replay.
     summary: str = ""
+    # Compaction (_compact.py): messages dropped from history that no summary holds yet, and the
+    # summary request in flight (its id, and how many of `unsummarized` it covers).
+    unsummarized: list[ChatMessage] = msgspec.field(default_factory=list)
+    summarizing: str = ""
+    summarizing_n: int = 0
     # The last user turn's preview cadence and chat, for turns the planner starts itself.
     preview_interval: float = 0.0
     preview_sink: Sink | None = None

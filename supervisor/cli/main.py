@@ -340,7 +340,10 @@ def schema() -> None:
 
 def _register() -> None:
     from supervisor.cli.memory import memory  # light: click, msgspec and contracts
+    from supervisor.cli.memory_files import COMMANDS as FILE_COMMANDS
 
+    for command in FILE_COMMANDS:  # AGENTS.md/USER.md versions, through the executor
+        memory.add_command(command)
     main.add_command(memory)
 
 

@@ -212,3 +212,24 @@ def promote(memory_id: str) -> None:
 def reject(memory_id: str) -> None:
     """Drop a waiting learned memory (kept as rejected in exports, never recalled)."""
     _finish(_run("reject", target=memory_id))
+
+
+@memory.command()
+@scope_option
+def undo(scope: str) -> None:
+    """Revert the last change to memory (in SCOPE, or anywhere): one save, one learned batch,
+    one promotion with what it superseded, one forget or one night's dreaming."""
+    _finish(_run("undo", scope=scope))
+
+
+@memory.command()
+@click.argument("memory_id")
+def revoke(memory_id: str) -> None:
+    """Withdraw a memory (active or waiting): never recalled again, kept as revoked."""
+    _finish(_run("revoke", target=memory_id))
+
+
+@memory.command()
+def dream() -> None:
+    """Run tonight's dreaming now: merge near-duplicate memories, decay stale ones."""
+    _finish(_run("dream", timeout=600.0))

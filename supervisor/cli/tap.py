@@ -30,7 +30,11 @@ def summarize(payload: dict[str, Any]) -> str:
         parts.append("tool_calls=" + ",".join(c.get("name", "?") for c in payload["tool_calls"]))
     if payload.get("type") == "llm.request":
         parts.append(f"messages={len(payload.get('messages', []))}")
-    return " ".join(parts)[:200]
+    delegation = payload.get("delegation")
+    if isinstance(delegation, dict):  # a delegated sub-task: where it hangs in the tree
+        parts.insert(0, f"parent={delegation.get('parent_turn')!r} "
+                        f"node={delegation.get('node')!r} role={delegation.get('role')!r}")
+    return " ".join(parts)[:300]
 
 
 def format_line(subject: str, data: bytes) -> str:

@@ -77,6 +77,9 @@ async def run_task(settings: Settings, name: str) -> tuple[bool, str]:
         if job.get("kind") == "review":
             return False, ("The tool review is not a turn: it runs on heartbeat.tool_review's "
                            "schedule, or edit that cron in agent.toml to run it sooner.")
+        if job.get("kind") == "dream":
+            return False, ("Dreaming is not a turn: `wintermute memory dream` runs it now "
+                           "(heartbeat.dreaming in agent.toml is its schedule).")
         text = str(job.get("prompt") or f"Run the scheduled task {name}.")
         text = text.replace("{now}", time.strftime("%Y-%m-%d %H:%M %Z")).replace(
             "{upcoming}", "see `wintermute tasks`")

@@ -5,6 +5,7 @@ An archive (`backups/wintermute-<time>.tar.gz`, mode 0600) holds:
 - `home/`: config.toml, agent.toml, the prompt files (AGENTS.md, USER.md, IDENTITY.md,
   HEARTBEAT.md), `.env` (unless `--no-secrets`), docs/, workspace/ and skills/;
 - `scripts.bundle`: a git bundle of scripts/ with its whole history;
+- `home.bundle`: a git bundle of data/home.git, the versions of AGENTS.md and USER.md;
 - `memory/`: the LanceDB store;
 - `jetstream/<STREAM>.jsonl`: every message of every stream (subject, headers, payload), and
   `jetstream/kv/<bucket>.json`: the latest value of every key (health excepted: it is live).
@@ -99,6 +100,7 @@ async def backup(settings: Settings, bus: Bus, dest: Path | None = None, *,
                 except GitError as exc:
                     raise RuntimeError(f"git bundle of scripts/ failed: {exc}") from exc
                 tar.add(bundle, "scripts.bundle")
+        _bundle_home(home, tar)
         memory = home / "data" / "memory"
         if memory.is_dir():
             tar.add(memory, "memory", filter=_plain)
@@ -108,6 +110,34 @@ async def backup(settings: Settings, bus: Bus, dest: Path | None = None, *,
         for old in sorted(folder.glob("wintermute-*.tar.gz"))[:-keep]:
             old.unlink()
     return path, counts
+
+
+def _bundle_home(home: Path, tar: tarfile.TarFile) -> None:
+    """data/home.git (the WriteGate's versions) as a bundle: objects and refs, no config."""
+    gdir = home / "data" / "home.git"
+    if not (gdir / "HEAD").is_file():
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "home.bundle"
+        try:
+            run_git(home, "bundle", "create", str(bundle), "--all", gdir=gdir)
+        except GitError as exc:
+            raise RuntimeError(f"git bundle of data/home.git failed: {exc}") from exc
+        tar.add(bundle, "home.bundle")
+
+
+def _restore_home(home: Path, bundle: Path) -> None:
+    """A fresh data/home.git with the bundle's history; the restored files are its work tree."""
+    gdir = home / "data" / "home.git"
+    if gdir.exists():
+        shutil.rmtree(gdir)
+    try:
+        run_git(home, "init", "-q", gdir=gdir)
+        run_git(home, "-c", "protocol.file.allow=always", "fetch", "-q", "--update-head-ok",
+                str(bundle), "+refs/heads/*:refs/heads/*", gdir=gdir)
+        run_git(home, "reset", "-q", gdir=gdir)  # the index as committed; files untouched
+    except GitError as exc:
+        raise RuntimeError(f"restoring data/home.git failed: {exc}") from exc
 
 
 def _safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
@@ -148,6 +178,8 @@ async def restore(settings: Settings, archive: Path) -> dict[str, int]:
                 clone_bundle(scripts, root / "scripts.bundle")
             except GitError as exc:
                 raise RuntimeError(f"restoring scripts/ failed: {exc}") from exc
+        if (root / "home.bundle").exists():
+            _restore_home(home, root / "home.bundle")
         if (root / "memory").is_dir():
             shutil.copytree(root / "memory", home / "data" / "memory", dirs_exist_ok=True)
         from contracts.config import load_settings

@@ -5,7 +5,8 @@ space freed later changes nothing and the disk itself can fill first. Here the l
 store's current size plus half of the free space beyond a margin kept for the OS: the other
 half is for what grows with the store (the observer's logs/events.jsonl copies every message,
 actor logs, LanceDB), so JetStream reaches its limit before the disk is full;
-the supervisor re-checks it every `CHECK_EVERY` seconds and restarts the server with a new
+the supervisor re-checks it every `CHECK_EVERY` seconds (`supervisor.storage_check_secs`) and
+restarts the server with a new
 limit when the free space changed enough (a restart is what it takes: the limit is read once).
 Writes over the limit are refused by JetStream with "insufficient resources", which the actors
 turn into plain sentences; they resume by themselves once the new limit leaves room.
@@ -109,15 +110,18 @@ def live_report(home: Path) -> dict[str, Any] | None:
 class StorageWatch:
     """Re-evaluates the embedded server's limit and restarts it when the disk changed."""
 
-    def __init__(self, server: Any, on_full: Callable[[bool], None] | None = None) -> None:
+    def __init__(self, server: Any, on_full: Callable[[bool], None] | None = None, *,
+                 every: float = CHECK_EVERY, restart_gap: float = MIN_RESTART_GAP) -> None:
         self.server = server  # EmbeddedNats: store, max_file_store, restart_for(reason)
         self.on_full = on_full  # told whether the store is full after every check
+        self.every = every
+        self.restart_gap = restart_gap
         self._last_restart = 0.0
         self.info: dict[str, Any] = {"limit": server.max_file_store}  # for `status`
 
     async def run(self) -> None:
         while True:
-            await asyncio.sleep(CHECK_EVERY)
+            await asyncio.sleep(self.every)
             try:
                 await self.check()
             except asyncio.CancelledError:
@@ -134,7 +138,7 @@ class StorageWatch:
             self.on_full(bool(self.info["full"]))
         if current is None or not worth_restarting(current, now.limit):
             return False
-        if time.monotonic() - self._last_restart < MIN_RESTART_GAP:
+        if time.monotonic() - self._last_restart < self.restart_gap:
             return False
         self._last_restart = time.monotonic()
         log.warning("JetStream storage limit %d MiB -> %d MiB (free disk %d MiB); restarting "

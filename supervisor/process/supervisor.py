@@ -85,7 +85,10 @@ class Supervisor:
         self.flatline = Flatline(settings, bus, self.announce)
         self.watch = HealthWatch(self.view, self.announce, self.cfg)
         self.dead_letters = 0
-        self.storage = StorageWatch(nats, self.view.storage_changed) if nats is not None else None
+        self.storage = (StorageWatch(nats, self.view.storage_changed,
+                                     every=self.cfg.storage_check_secs,
+                                     restart_gap=self.cfg.storage_restart_gap_secs)
+                        if nats is not None else None)
         self._stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._logs = settings.home / "logs"

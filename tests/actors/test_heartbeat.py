@@ -142,15 +142,22 @@ async def test_disabled_heartbeat_fires_nothing_and_budget_skips_are_not_failure
         # On again, with the day's budget already spent: skipped, not failed, not disabled.
         await budget.add(bus, budget.day_key(), 5000)
         (home / "agent.toml").write_text(
-            "[heartbeat]\ninterval_secs = 0.3\n"
+            "[heartbeat]\ninterval_secs = 0.3\nuser_digest = '* * * * * *'\n"
             "[[scheduled_tasks]]\nname='quiet'\nevery='1s'\nprompt='should not run'\n")
 
         async def skipped() -> Any:
             jobs = (await schedule(bus)).get("jobs") or []
-            return jobs and jobs[0].get("outcome") == "skipped (budget)" and jobs[0]
+            digest = next((j for j in jobs if j["name"] == "user_digest"), {})
+            return (jobs and jobs[0].get("outcome") == "skipped (budget)"
+                    and digest.get("outcome") == "skipped (budget)" and jobs[0])
 
         job = await wait_for(skipped)
         assert job["fires"] == 0
+        # the weekly USER.md digest stops with one notice to the owner, not one per skip
+        await wait_for(lambda: _digest_notices(bus))
+        first = await _last_fire(bus, "user_digest")
+        await wait_for(lambda: _skipped_since(bus, "user_digest", first + 1.5))
+        assert len(await _digest_notices(bus)) == 1
         view = await gather_tasks(settings)
         assert view["jobs"][0]["disabled"] is False
         assert "skipped (budget)" in render_tasks(view)
@@ -170,6 +177,30 @@ async def test_tasks_run_fires_a_job_now(settings: Settings, settings_for: Setti
         missing, why = await run_task(settings, "nope")
         assert not missing and "weekly" in why
         view = await gather_tasks(settings)
-        job, review = view["jobs"]  # the monthly tool review is built in
+        job, review, dreaming, digest = view["jobs"]  # tool review, dreaming, USER.md digest
+        assert digest["name"] == "user_digest" and digest["when"] == "cron 0 5 * * 0"
         assert review["name"] == "tool_review" and review["when"] == "cron 0 4 1 * *"
+        assert dreaming["name"] == "dreaming" and dreaming["when"] == "cron 30 3 * * *"
         assert job["name"] == "weekly" and job["next"] and job["when"] == "cron 0 9 * * 1"
+
+
+async def _digest_notices(bus: Bus) -> list[dict[str, Any]]:
+    info = await bus.js.stream_info(bus.subjects.stream_out)
+    found = []
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        msg = json.loads((await bus.js.get_msg(bus.subjects.stream_out, seq)).data)
+        if msg["type"] == "notice" and "USER.md digest was skipped" in msg["text"]:
+            found.append(msg)
+    return found
+
+
+async def _last_fire(bus: Bus, name: str) -> float:
+    jobs = (await schedule(bus)).get("jobs") or []
+    return float(next(j for j in jobs if j["name"] == name)["last"])
+
+
+async def _skipped_since(bus: Bus, name: str, since: float) -> bool:
+    """The job was skipped again (for the budget) at or after `since`."""
+    jobs = (await schedule(bus)).get("jobs") or []
+    job = next((j for j in jobs if j["name"] == name), {})
+    return job.get("outcome") == "skipped (budget)" and (job.get("last") or 0) >= since

@@ -226,3 +226,34 @@ async def test_a_long_conversation_keeps_its_first_facts_through_the_summary(
     assert len(request["messages"]) <= 6 + 2  # system, kept history, the new question
     sizes = [len(json.dumps(r["messages"])) for r in fake.requests[-20:]]
     assert max(sizes) < 8000  # bounded, not growing with the conversation
+
+
+async def test_a_reset_session_is_learned_from_like_an_idle_one(
+    settings_for: SettingsFor, bus: Bus,
+) -> None:
+    """Archival (seed 002): `/reset` hands the conversation to extraction at once, without
+    waiting for idle; the idle that follows finds nothing left to send."""
+    from contracts import SessionReset
+
+    settings = settings_for(WM__OBSERVER__IDLE_SECS="600")
+    sink = Sink(channel="terminal", chat="owner")
+    async with actors(settings, "observer"):
+        turn = TurnRequest(id="terminal:r:1", session="terminal:r", principal="terminal:owner",
+                           is_owner=True, text="my dog is called Rex", reply_to=sink)
+        await bus.publish(bus.subjects.inbound("terminal", "r"), turn)
+        # a reset before the turn was logged would find nothing: send it once the turn is seen
+        await until(lambda: _logged(settings, "terminal:r:1"), 30)
+        await bus.send(SessionReset(id="terminal:r:2:reset", session="terminal:r"))
+
+        async def extraction() -> list[dict[str, Any]]:
+            return [c for c in await _stored(bus, bus.subjects.stream_cmd)
+                    if c["type"] == "llm.request" and c.get("purpose") == "observer"]
+
+        asked = await until(extraction, 30)
+    assert [a["id"] for a in asked] == ["terminal:r:2:reset:learn"]
+    assert "my dog is called Rex" in asked[0]["messages"][1]["content"]
+
+
+async def _logged(settings: Settings, msg_id: str) -> bool:
+    path = settings.home / "logs" / "events.jsonl"
+    return path.exists() and msg_id in path.read_text()

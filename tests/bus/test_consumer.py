@@ -260,13 +260,13 @@ async def test_owner_messages_take_free_slots_first(bus: Bus) -> None:
 
     s = bus.subjects
     sub = Subscription(s.stream_cmd, "owner-first", (f"{s.p}.cmd.test.>",), concurrency=2)
-    gate = asyncio.Event()
+    gates = {"u0": asyncio.Event(), "u1": asyncio.Event()}
     order: list[str] = []
 
     async def handler(m: TurnRequest) -> None:
         order.append(m.id)
-        if m.id in ("u0", "u1"):
-            await gate.wait()
+        if m.id in gates:
+            await gates[m.id].wait()
 
     def turn(i: str, owner: bool) -> TurnRequest:
         return TurnRequest(id=i, session=i, principal="p", text="t", is_owner=owner,
@@ -286,8 +286,14 @@ async def test_owner_messages_take_free_slots_first(bus: Bus) -> None:
         async with asyncio.timeout(30):  # both fetched and waiting for a slot, not just fetched
             while len(consumer._slots._waiting) < 2:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
-        gate.set()
-        async with asyncio.timeout(15):
+        # one slot frees: it goes to the owner, though u2 came first
+        gates["u0"].set()
+        async with asyncio.timeout(30):
+            while len(order) < 3:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+        assert order[2] == "owner"
+        gates["u1"].set()
+        async with asyncio.timeout(30):
             while len(order) < 4:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
     finally:

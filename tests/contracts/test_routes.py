@@ -117,9 +117,9 @@ def test_every_durable_reads_routed_subjects_from_its_own_stream() -> None:
 
 def test_every_routed_actor_message_has_a_consumer() -> None:
     # Recorded-only facts (idle sessions, interventions, chat deliveries, memory audit events)
-    # and answers the CLI awaits live (memory.answer) have none by design.
+    # and answers the CLI awaits live (memory.answer, home.answer) have none by design.
     recorded = {"session.idle", "flatline.intervention", "channel.delivered", "memory.changed",
-                "memory.answer", "audit.event"}
+                "memory.answer", "home.answer", "audit.event"}
     for r in ROUTES:
         readers = [d for d in DURABLES if not d.raw
                    and any(overlaps(f, r.subject) for f in d.filters)]
@@ -130,7 +130,8 @@ def test_publish_grants_come_from_the_routes() -> None:
     assert "in.telegram.*" in publishes("channel")
     assert "in.schedule.*" not in publishes("channel")
     assert set(publishes("heartbeat")) == {"in.schedule.*", "out.*.*", "dlq.heartbeat",
-                                           "cmd.approval.request"}  # the tool review
+                                           "cmd.approval.request",  # the tool review
+                                           "cmd.memory.dream"}  # nightly dreaming
     assert "cmd.executor.run" in publishes("planner")
     assert "cmd.executor.run" not in publishes("channel")
 

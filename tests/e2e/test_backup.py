@@ -58,6 +58,7 @@ def test_backup_then_restore_into_an_empty_home(
         assert "add_two" in chat(env, "tool:create_tool " + json.dumps(create))
         assert '"sum": 5' in chat(env, 'tool:add_two {"a": 2, "b": 3}')
         before = history(env)
+        assert wm(env, "memory", "history").returncode == 0  # data/home.git exists now
         out = wm(env, "backup", "--keep", "3", timeout=120)
         assert out.returncode == 0, out.stderr
         archive = Path(out.stdout.split("Backed up to ", 1)[1].split(" (", 1)[0])
@@ -72,6 +73,10 @@ def test_backup_then_restore_into_an_empty_home(
     assert (target / "AGENTS.md").read_text().endswith("- restored lesson 7\n")
     log = run_git(target / "scripts", "log", "--format=%s")[1]  # history in data/scripts.git
     assert "add_two" in log
+    versions = run_git(target, "log", "--format=%s", gdir=target / "data" / "home.git")[1]
+    assert versions == "track the files as they were"  # the WriteGate's history came back
+    assert run_git(target, "status", "--porcelain", "--", "USER.md",
+                   gdir=target / "data" / "home.git")[1] == ""  # and matches the files
 
     second = start_up(target, fake_openai)
     try:

@@ -60,7 +60,10 @@ async def node(tmp_path: Path) -> AsyncIterator[tuple[Node, FakeLLM]]:
     await fake.start("openai")
     values = {
         "secrets": {"llm": {"env": {"OPENAI_BASE_URL": fake.url}}},
-        "config": {"models": {"default": "openai/test-model"}},
+        # stale_after as in the other fault tests (default 15 s): the frozen planner's
+        # liveness probe fails sooner, by the same rule.
+        "config": {"models": {"default": "openai/test-model"},
+                   "supervisor": {"stale_after_secs": 8}},
         "prompts": {"AGENTS.md": f"# AGENTS.md\n\n- {MARKER}\n"},
         "nats": {"jetstream": {"maxFileStore": "256M"}},
     }

@@ -58,7 +58,12 @@ async def test_disk_full_is_plain_shown_and_survived(tmp_path: Path) -> None:
     if sh("mount", "-t", "tmpfs", "-o", "size=96m", "tmpfs", str(mnt)).returncode:
         pytest.skip("mounting a tmpfs is not permitted here")
     model = FakeModel()
-    inst = Instance(mnt / "home", model.url, {"WM__SUPERVISOR__STALE_AFTER_SECS": "8"})
+    # The storage check every 2 s (default 10) and at most one server restart per 30 s for a new
+    # limit (default 120): the same steps, but the test no longer waits two minutes for the
+    # limit to be raised again once the disk is freed.
+    inst = Instance(mnt / "home", model.url, {"WM__SUPERVISOR__STALE_AFTER_SECS": "8",
+                                              "WM__SUPERVISOR__STORAGE_CHECK_SECS": "2",
+                                              "WM__SUPERVISOR__STORAGE_RESTART_GAP_SECS": "30"})
     try:
         inst.start()
         bus = await inst.connect()

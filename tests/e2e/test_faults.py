@@ -33,8 +33,8 @@ ENV = {
     "WM__SUPERVISOR__FLATLINE__TOOL_TIMEOUTS": "2",
     "WM__SUPERVISOR__FLATLINE__DEAD_LETTER_SUMMARY_SECS": "2",
     "WM__EXECUTOR__TIMEOUT_SECS": "1",
-    # A task whose model call always fails (HTTP 400 from the scripted model), every 4 seconds.
-    "WM__SCHEDULED_TASKS": json.dumps([{"name": "doomed", "cron": "* * * * * */4",
+    # A task whose model call always fails (HTTP 400 from the scripted model), every 2 seconds.
+    "WM__SCHEDULED_TASKS": json.dumps([{"name": "doomed", "cron": "* * * * * */2",
                                         "prompt": "status:400"}]),
 }
 
@@ -179,7 +179,7 @@ async def test_a_failing_scheduled_task_is_disabled_until_enabled(
         await asyncio.sleep(0.5)
     await asyncio.sleep(5)  # a fire already on its way may still land
     quiet_from = await fires()
-    await asyncio.sleep(10)  # two and a half periods
+    await asyncio.sleep(5)  # two and a half periods
     assert await fires() == quiet_from, "a disabled task fired"
     await driver.poll()
     assert any("I disabled the scheduled task doomed" in n for n in driver.notices)

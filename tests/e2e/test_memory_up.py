@@ -71,3 +71,28 @@ def test_the_observer_learns_through_its_own_permissions(running: dict[str, str]
 
     rows = wait_for(learned, 60, interval=1.0)
     assert rows[0]["scope"] == "user:owner" and rows[0]["source"].startswith("observer:idle:")
+
+
+def test_a_failed_tool_call_becomes_a_lesson_for_agents_md_through_the_gate(
+    running: dict[str, str],
+) -> None:
+    """observer (reflection) -> llm -> observer -> executor (cmd.executor.propose, wm_state
+    gate.*), then the CLI's home.command: apply, history, revert."""
+    env = running
+    said = wm(env, "chat", "--once", "run: ls /no-such-folder-here", "--timeout", "60")
+    assert said.returncode == 0, said.stderr
+
+    def proposed() -> str:
+        out = wm(env, "memory", "changes")
+        return out.stdout if "observer:reflection" in out.stdout else ""
+
+    change = wait_for(proposed, 90, interval=1.0).split()[0]
+    applied = wm(env, "memory", "apply", change)
+    assert applied.returncode == 0 and "Applied change" in applied.stdout, applied.stderr
+    home = Path(env["WINTERMUTE_HOME"])
+    assert "When execute_command fails" in (home / "AGENTS.md").read_text()
+    history = wm(env, "memory", "history")
+    assert history.returncode == 0 and f"(change {change}, by observer:reflection)" in history.stdout
+    undone = wm(env, "memory", "revert")
+    assert undone.returncode == 0 and "Reverted version" in undone.stdout, undone.stderr
+    assert "When execute_command fails" not in (home / "AGENTS.md").read_text()

@@ -69,6 +69,9 @@ async def system(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
         "WM__CHANNELS__SLACK__API_BASE_URL": slack.api_url,
         "WM__CHANNELS__SLACK__ALLOWED_USERS": json.dumps([ALICE]),
         "WM__CHANNELS__SLACK__PING_INTERVAL_SECS": "1",
+        # A stalled link is noticed after stale_after (default 15 s, stretched on a busy
+        # machine): 8 s, as in the other fault tests, halves the wait by the same rule.
+        "WM__SUPERVISOR__STALE_AFTER_SECS": "8",
     })
     log = (tmp_path / "up.log").open("w")
     proc = await asyncio.create_subprocess_exec(

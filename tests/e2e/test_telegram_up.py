@@ -83,6 +83,9 @@ def up_tg(tmp_path_factory: pytest.TempPathFactory,
         "WM__CHANNELS__TELEGRAM__API_FILE_URL": telegram.server.api_file_url,
         "WM__CHANNELS__TELEGRAM__ALLOWED_USERS": f"[{FRIEND}]",
         "WM__CHANNELS__TELEGRAM__POLL_TIMEOUT_SECS": "2",
+        # A stalled link is noticed after stale_after (default 15 s, stretched on a busy
+        # machine): 8 s, as in the other fault tests, halves the wait by the same rule.
+        "WM__SUPERVISOR__STALE_AFTER_SECS": "8",
     })
     log = (home.parent / "up-telegram.log").open("w")
     proc = subprocess.Popen(

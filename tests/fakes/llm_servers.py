@@ -19,6 +19,9 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
                                            that say "my ..." (see `_extract`)
 - a "[conversation summary]" system prompt -> the previous summary and the older user lines,
                                            joined with "; " (see `_summarise`)
+- a "[tool reflection]" system prompt   -> a JSON list with one lesson per FAILED tool call
+                                           (see `_reflect`)
+- an "[agents consolidation]" system prompt -> the file with repeated lines dropped
 - otherwise                             -> text "echo: <last user message>"
 
 Outages are scripted on the server, not in the conversation: each entry of `FakeLLM.faults`
@@ -114,6 +117,17 @@ def _summarise(text: str) -> Decision:
     return Decision(text="; ".join(points))
 
 
+def _reflect(calls: str) -> Decision:
+    """The observer's reflection on tool use: one lesson per failed call ("NAME: FAILED: why");
+    a call whose output says "garbage-json" makes the answer malformed."""
+    if "garbage-json" in calls:
+        return Decision(text="I learned a lot from those tools today.")
+    lessons = [f"When {name} fails ({why.strip()[:60]}), find the cause before retrying."
+               for name, _, why in (line.partition(": FAILED: ") for line in calls.splitlines())
+               if why]
+    return Decision(text=json.dumps(lessons))
+
+
 def decide(messages: list[dict[str, Any]]) -> Decision:
     """Pick the scripted answer for a neutral conversation."""
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
@@ -121,6 +135,10 @@ def decide(messages: list[dict[str, Any]]) -> Decision:
         return _extract(messages[-1]["content"])
     if "[conversation summary]" in system:
         return _summarise(messages[-1]["content"])
+    if "[tool reflection]" in system:
+        return _reflect(messages[-1]["content"])
+    if "[agents consolidation]" in system:
+        return Decision(text="\n".join(dict.fromkeys(messages[-1]["content"].splitlines())))
     last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
     if match := _LOOP.search(last_user):
         return Decision(tool="execute_command", arguments={"command": match.group(1).strip()})

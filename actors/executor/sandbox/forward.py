@@ -4,20 +4,24 @@ A sandbox has no network of its own, only loopback. This program listens on the 
 loopback and relays every connection to the host's egress proxy through a unix socket mounted
 into the sandbox, so HTTP(S)_PROXY=http://127.0.0.1:PORT is the only way out.
 
-    python3 -I -S -c SOURCE run  PORT SOCKET CMD...   listen, run CMD, exit with its status
+    python3 -I -S -c SOURCE run  PORT SOCKET CMD...   listen, then become CMD
     python3 -I -S -c SOURCE init PORT SOCKET          container init: listen, reap, stop on TERM
 
 An empty SOCKET means no network: nothing listens. This file is passed as source text with
 `-c`, so it must not import anything outside the standard library and must stay compatible
 with older Python 3 releases found in sandbox images.
+
+It starts once per bubblewrap command, so it imports only modules built into the interpreter
+(`_socket`, `_thread`, `_signal`: no `socket`, `threading`, `subprocess` or `signal`, whose
+enum set-up costs ~10 ms of CPU per start), and in `run` mode the relay is a forked child while
+this process execs CMD: the command's exit status and signals are its own, and the relay dies
+with the sandbox's PID namespace when CMD ends.
 """
 
+import _socket
+import _thread
 import os
-import signal
-import socket
-import subprocess
 import sys
-import threading
 
 CHUNK = 65536
 NOT_RUNNING = (
@@ -26,8 +30,8 @@ NOT_RUNNING = (
 )
 
 
-def _pipe(src: socket.socket, dst: socket.socket) -> None:
-    """Copy src to dst until EOF, then half-close dst."""
+def _pipe(src: _socket.socket, dst: _socket.socket, done: "_thread.LockType | None" = None) -> None:
+    """Copy src to dst until EOF, then half-close dst (and release `done`)."""
     try:
         while True:
             data = src.recv(CHUNK)
@@ -37,13 +41,15 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
     except OSError:
         pass
     try:
-        dst.shutdown(socket.SHUT_WR)
+        dst.shutdown(_socket.SHUT_WR)
     except OSError:
         pass
+    if done is not None:
+        done.release()
 
 
-def _relay(client: socket.socket, path: str) -> None:
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _relay(client: _socket.socket, path: str) -> None:
+    upstream = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         upstream.connect(path)
     except OSError:
@@ -54,38 +60,56 @@ def _relay(client: socket.socket, path: str) -> None:
         client.close()
         upstream.close()
         return
-    back = threading.Thread(target=_pipe, args=(upstream, client), daemon=True)
-    back.start()
+    back = _thread.allocate_lock()
+    back.acquire()
+    _thread.start_new_thread(_pipe, (upstream, client, back))
     _pipe(client, upstream)
-    back.join()
+    back.acquire()  # wait for the other direction
     client.close()
     upstream.close()
 
 
-def _serve(listener: socket.socket, path: str) -> None:
+def _serve(listener: _socket.socket, path: str) -> None:
     while True:
         try:
-            client, _ = listener.accept()
+            fd, _ = listener._accept()  # type: ignore[attr-defined]  # socket.accept without the socket module
         except OSError:
             return
-        threading.Thread(target=_relay, args=(client, path), daemon=True).start()
+        client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
+        _thread.start_new_thread(_relay, (client, path))
 
 
-def _listen(port: int, path: str) -> None:
+def _listen(port: int, path: str) -> "_socket.socket | None":
     """Bind before the command starts, so its first request finds the port open."""
     if not path:
-        return
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        return None
+    listener = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)
+    listener.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", port))
     listener.listen(64)
-    threading.Thread(target=_serve, args=(listener, path), daemon=True).start()
+    return listener
 
 
-def _run(cmd: "list[str]") -> int:
-    proc = subprocess.Popen(cmd)
-    code = proc.wait()
-    return 128 - code if code < 0 else code
+def _run(listener: "_socket.socket | None", path: str, cmd: "list[str]") -> None:
+    if listener is not None:
+        child = os.fork()
+        if child == 0:
+            # The relay, orphaned at once (the sandbox's init adopts it), so the command has no
+            # child it did not start, and without the command's stdio (its pipes end with it).
+            if os.fork() != 0:
+                os._exit(0)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            _serve(listener, path)
+            os._exit(0)
+        os.waitpid(child, 0)
+        listener.close()
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as exc:
+        sys.stderr.write("wintermute forwarder: cannot run " + cmd[0] + ": " + str(exc) + "\n")
+        os._exit(127)
 
 
 def _reap(signum: int, frame: object) -> None:
@@ -98,21 +122,24 @@ def _reap(signum: int, frame: object) -> None:
             return
 
 
-def _init() -> None:
-    signal.signal(signal.SIGCHLD, _reap)
-    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
-    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(0))
+def _init(listener: "_socket.socket | None", path: str) -> None:
+    import _signal
+
+    if listener is not None:
+        _thread.start_new_thread(_serve, (listener, path))
+    _signal.signal(_signal.SIGCHLD, _reap)
+    _signal.signal(_signal.SIGTERM, lambda signum, frame: os._exit(0))
+    _signal.signal(_signal.SIGINT, lambda signum, frame: os._exit(0))
     while True:
-        signal.pause()
+        _signal.pause()
 
 
 def main(argv: "list[str]") -> None:
     mode, port, path = argv[1], int(argv[2]), argv[3]
-    _listen(port, path)
+    listener = _listen(port, path)
     if mode == "run":
-        sys.stdout.flush()
-        os._exit(_run(argv[4:]))
-    _init()
+        _run(listener, path, argv[4:])
+    _init(listener, path)
 
 
 if __name__ == "__main__":

@@ -84,9 +84,20 @@ class Turn:
         return f"[{msg.name} finished after approval]" if isinstance(msg, ToolResult) else ""
 
     @property
+    def parent(self) -> str:
+        """The turn that delegated this one ("" for a turn of its own)."""
+        msg = self.start.msg
+        if isinstance(msg, TurnRequest) and msg.delegation is not None:
+            return msg.delegation.parent_turn
+        return ""
+
+    @property
     def outcome(self) -> str:
         """How the turn ended, in a word or three."""
         errors = [r.error for r in self.llm_responses.values() if r.error]
+        if self.parent:  # a sub-task answers its workflow (KV), not a chat
+            done = any(not r.tool_calls for r in self.llm_responses.values())
+            return "model error" if errors else "answered its workflow" if done else "no answer"
         if self.reply is None:
             return "no reply"
         if errors:

@@ -105,9 +105,29 @@ def listing(rec: Recording, session: str = "") -> list[dict[str, Any]]:
             "time": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t.ts)), "ts": t.ts,
             "seconds": round(t.end - t.ts, 3), "model_calls": len(t.llm_requests),
             "tool_calls": len(t.tool_requests), "incidents": len(t.incidents),
-            "outcome": t.outcome, "text": t.text[:80],
+            "outcome": t.outcome, "text": t.text[:80], "parent": t.parent,
         })
-    return rows
+    return _as_tree(rows)
+
+
+def _as_tree(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Delegated sub-tasks right after the turn that delegated them, with their depth."""
+    children: dict[str, list[dict[str, Any]]] = {}
+    ids = {r["turn"] for r in rows}
+    for r in rows:
+        if r["parent"] in ids:
+            children.setdefault(r["parent"], []).append(r)
+    out: list[dict[str, Any]] = []
+
+    def add(r: dict[str, Any], depth: int) -> None:
+        out.append({**r, "depth": depth})
+        for c in children.get(r["turn"], []):
+            add(c, depth + 1)
+
+    for r in rows:
+        if r["parent"] not in ids:
+            add(r, 0)
+    return out
 
 
 def render_listing(rows: list[dict[str, Any]]) -> str:
@@ -116,7 +136,8 @@ def render_listing(rows: list[dict[str, Any]]) -> str:
     lines = []
     for r in rows:
         extra = f", {r['incidents']} incidents" if r["incidents"] else ""
-        lines.append(f"{r['time']}  {r['turn']}  [{r['session']}] {r['outcome']} "
+        tree = "  " * r.get("depth", 0) + ("└ " if r.get("depth") else "")
+        lines.append(f"{r['time']}  {tree}{r['turn']}  [{r['session']}] {r['outcome']} "
                      f"({r['seconds']:.1f}s, {r['model_calls']} model / {r['tool_calls']} tool "
                      f"calls{extra})  {r['text']!r}")
     return "\n".join(lines)

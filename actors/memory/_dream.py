@@ -1,0 +1,108 @@
+"""Nightly dreaming (seed 001), a heartbeat job: merge near-duplicate memories and decay stale
+ones. No model call (so nothing is charged to the budget): duplicates are found by the stored
+vectors (cosine at least `[memory] merge_similarity`) or, without vectors, by the same words.
+
+Of a set of duplicates in one scope the most confident (then newest) stays and takes the
+highest confidence of the set; the others are archived as `merged`. A memory no recall or
+search has returned for `decay_after_days` (counted from its creation when never returned)
+loses `decay_step` of its confidence each night and is archived as `decayed` below
+`archive_below`. Every archive is audited and the night is one batch for `/memory undo`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from typing import TYPE_CHECKING
+
+from contracts import MemoryRecord
+
+if TYPE_CHECKING:
+    from actors.memory.actor import MemoryActor
+    from actors.memory.store import MemoryStore
+
+log = logging.getLogger(__name__)
+
+BY = "dreaming"
+MAX_PER_SCOPE = 5000  # pairwise comparison per scope is n * kept: bounded
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def duplicates(store: MemoryStore, records: list[MemoryRecord],
+               similarity: float) -> list[tuple[MemoryRecord, MemoryRecord]]:
+    """(kept, merged) pairs among active memories, per scope (blocking)."""
+    import numpy as np
+
+    vectors = store.vectors_of("status = 'active'")
+    by_scope: dict[str, list[MemoryRecord]] = {}
+    for r in records:
+        by_scope.setdefault(r.scope, []).append(r)
+    pairs = []
+    for group in by_scope.values():
+        group.sort(key=lambda r: (r.confidence, r.created), reverse=True)
+        kept: list[MemoryRecord] = []
+        texts: dict[str, MemoryRecord] = {}
+        unit: list[np.ndarray] = []  # normalised vectors of the kept ones that have one
+        owners: list[MemoryRecord] = []
+        for r in group[:MAX_PER_SCOPE]:
+            same = texts.get(_words(r.content))
+            vec = vectors.get(r.id)
+            if same is None and vec is not None and unit:
+                v = np.asarray(vec, dtype=np.float32)
+                v = v / (np.linalg.norm(v) or 1.0)
+                scores = np.stack(unit) @ v
+                best = int(np.argmax(scores))
+                if scores[best] >= similarity:
+                    same = owners[best]
+            if same is not None:
+                pairs.append((same, r))
+                continue
+            kept.append(r)
+            texts.setdefault(_words(r.content), r)
+            if vec is not None:
+                v = np.asarray(vec, dtype=np.float32)
+                unit.append(v / (np.linalg.norm(v) or 1.0))
+                owners.append(r)
+    return pairs
+
+
+async def dream(actor: MemoryActor, cause: str) -> str:
+    """One night's pass; the outcome as a sentence (also logged)."""
+    cfg, store = actor.config.memory, actor.store
+    if await asyncio.to_thread(actor.changes.seen, cause):
+        return "This dreaming pass already ran."
+    await actor.flush_used()
+    records = await asyncio.to_thread(store.records, "status = 'active'")
+    pairs = await asyncio.to_thread(duplicates, store, records, cfg.merge_similarity)
+    merged: set[str] = set()
+    for keep, drop in pairs:
+        if await asyncio.to_thread(store.set_status, drop.id, "active", "archived"):
+            merged.add(drop.id)
+            await actor.audit("merged", drop.id, cause, drop.scope, BY,
+                              f"{drop.content} (merged into {keep.id})")
+            if drop.confidence > keep.confidence:
+                await asyncio.to_thread(store.update, [keep.id], {"confidence": drop.confidence})
+    stale_before = time.time() - cfg.decay_after_days * 86400
+    decayed, lowered = 0, 0
+    for r in records:
+        if r.id in merged or max(r.created, r.used) >= stale_before:
+            continue
+        confidence = round(r.confidence - cfg.decay_step, 4)
+        if confidence < cfg.archive_below:
+            if await asyncio.to_thread(store.set_status, r.id, "active", "archived"):
+                decayed += 1
+                await actor.audit("decayed", r.id, cause, r.scope, BY, r.content)
+        else:
+            lowered += 1
+            await asyncio.to_thread(store.update, [r.id], {"confidence": confidence})
+    await asyncio.to_thread(actor.changes.add, cause, "", "", "", "dreamed", "dreaming")
+    await actor._publish_stats()
+    text = (f"Dreaming: merged {len(merged)} near-duplicate memories, archived {decayed} "
+            f"stale ones, lowered the confidence of {lowered}.")
+    log.info(text)
+    return text
