@@ -205,14 +205,19 @@ def test_llm_secret_only_in_llm_and_channel_secret_only_in_channel(
     secrets = _by(manifests, "Secret")
     nats_auth = f"{FULLNAME}-nats-auth"
     bundled = _nats_url(manifests) != "nats://x:4222"
-    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel"} | (
+    capability = f"{FULLNAME}-capability"
+    assert set(secrets) == {f"{FULLNAME}-llm", f"{FULLNAME}-channel", capability} | (
         {nats_auth} if bundled else set())
+    key = base64.b64decode(secrets[capability]["data"]["WINTERMUTE_CAPABILITY_KEY"])
+    assert len(bytes.fromhex(key.decode())) == 32  # what kit/capability.py reads
     readers: dict[str, set[str]] = {}
     for w in _workloads(manifests):
         for ref in _secret_refs(w):
             readers.setdefault(ref, set()).add(w["metadata"]["name"])
     assert readers.pop(f"{FULLNAME}-llm") == {f"{FULLNAME}-llm"}
     assert readers.pop(f"{FULLNAME}-channel") == {f"{FULLNAME}-channel"}
+    # the capability key: planner signs, executor checks, nobody else may forge a token
+    assert readers.pop(capability) == {f"{FULLNAME}-planner", f"{FULLNAME}-executor"}
     if bundled:
         # Every pod reads its own NATS password, and only its own; the server reads them all.
         assert readers.pop(nats_auth) == {w["metadata"]["name"] for w in _workloads(manifests)}
@@ -225,7 +230,8 @@ def test_llm_secret_only_in_llm_and_channel_secret_only_in_channel(
                     assert not keys
                 elif c["name"] != "init-home":
                     user = name.removeprefix(f"{FULLNAME}-")
-                    assert keys == {f"WM_NATS_PW_{user.upper()}"}, name
+                    signer = {"WINTERMUTE_CAPABILITY_KEY"} if user in ("planner", "executor") else set()
+                    assert keys == {f"WM_NATS_PW_{user.upper()}"} | signer, name
     else:
         assert not readers.pop("my-nats", set()) - {
             w["metadata"]["name"] for w in _workloads(manifests)}
@@ -243,11 +249,14 @@ def test_secret_values_and_existing_secrets(render: Callable[..., list[Manifest]
     assert "sk-test" not in yaml.safe_dump(_by(docs, "Deployment"))
 
     docs = render("secrets.llm.existingSecret=my-model-keys",
-                  "secrets.channel.existingSecret=my-bot-tokens", "nats.auth.existingSecret=mine")
+                  "secrets.channel.existingSecret=my-bot-tokens", "nats.auth.existingSecret=mine",
+                  "secrets.capability.existingSecret=my-signing-key")
     assert not _by(docs, "Secret")  # the chart creates none of its own
     refs = {w["metadata"]["name"]: _secret_refs(w) for w in _workloads(docs)}
     assert refs.pop(f"{FULLNAME}-llm") == {"my-model-keys", "mine"}
     assert refs.pop(f"{FULLNAME}-channel") == {"my-bot-tokens", "mine"}
+    for signer in ("planner", "executor"):
+        assert refs.pop(f"{FULLNAME}-{signer}") == {"my-signing-key", "mine"}
     assert all(r == {"mine"} for r in refs.values()), refs
 
 

@@ -60,7 +60,7 @@ async def test_the_review_proposes_and_the_approval_archives(
     book = {"old_tool": meta(now - 90 * DAY), "busy_tool": meta(now - 90 * DAY, now - DAY, 3, 3)}
     await bus.kv_put(bus.subjects.kv_state, "tools.meta", msgspec.json.encode(book))
     (home / "agent.toml").write_text("[heartbeat]\ninterval_secs = 0.3\n"
-                                     "tool_review = '*/2 * * * * *'\n")
+                                     "tool_review = '* * * * * */2'  # every 2 s (seconds last)\n")
     settings = settings_for(WM__MODELS__DEFAULT="openai/test-model")
     async with chat(settings) as owner, actors(settings, *ALL, "heartbeat"):
         prompt = await owner.next(("approval",), timeout=90)

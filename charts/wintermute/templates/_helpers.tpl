@@ -59,6 +59,10 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- default (printf "%s-llm" (include "wintermute.fullname" .)) .Values.secrets.llm.existingSecret -}}
 {{- end -}}
 
+{{- define "wintermute.capabilitySecretName" -}}
+{{- default (printf "%s-capability" (include "wintermute.fullname" .)) .Values.secrets.capability.existingSecret -}}
+{{- end -}}
+
 {{- define "wintermute.channelSecretName" -}}
 {{- default (printf "%s-channel" (include "wintermute.fullname" .)) .Values.secrets.channel.existingSecret -}}
 {{- end -}}
