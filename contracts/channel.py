@@ -8,6 +8,7 @@ import msgspec
 
 from contracts.base import Msg
 from contracts.labels import Label
+from contracts.taint import Taint
 
 
 class Sink(msgspec.Struct, frozen=True, kw_only=True):
@@ -85,6 +86,13 @@ class TurnRequest(Msg, frozen=True, kw_only=True, tag="turn.request"):
     # What its model calls are charged as; "" derives it from origin (user and event: user,
     # schedule: heartbeat).
     purpose: str = ""
+    # Set by the channel (contracts/taint.py): how far the turn's text is from anyone trusted.
+    # The owner's own words are clean, a third party's or a webhook's raw, and a webhook
+    # source with an extractor gives the model only `extracted` typed fields (kit/extract.py).
+    taint: Taint = "clean"
+    # The typed values a structured extractor let through (field -> value or list of values):
+    # writes made only of these (or of other typed values) are "structured" (graduated rule).
+    extracted: dict[str, str | list[str]] = msgspec.field(default_factory=dict)
     # Set on a sub-task the planner delegated (origin "delegate"); its parent ids make the
     # tree that `tap` and `replay` show.
     delegation: Delegation | None = None

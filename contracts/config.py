@@ -216,6 +216,16 @@ class SlackChannel(_Section):
             raise ValueError("ping_interval_secs must be positive")
 
 
+class WebhookExtract(_Section):
+    """A webhook source's extractor: which JSON fields to keep, typed, and what to do."""
+
+    # field -> type: name, names, email, emails, date, datetime, duration, number, boolean,
+    # enum:a|b|c, enums:a|b|c (kit/extract.py); anything not of its type is dropped.
+    fields: dict[str, str] = msgspec.field(default_factory=dict)
+    # The owner's instruction for such a delivery (clean text); the fields follow it as JSON.
+    task: str = ""
+
+
 class WebhookChannel(_Section):
     """Webhooks: signed HTTP deliveries become turns of a `webhook:<source>` principal (never
     the owner); their replies go to `sink`, which must be set."""
@@ -229,6 +239,9 @@ class WebhookChannel(_Section):
     sink: str = ""  # channel:chat that webhook turns reply to
     max_body_kb: int = 256
     label: str = "internal"  # security label of its deliveries (at least internal)
+    # Per source: a structured extractor (kit/extract.py). The model then sees only the typed
+    # fields it lets through (taint `extracted`), never the delivery's raw text.
+    extract: dict[str, WebhookExtract] = msgspec.field(default_factory=dict)
 
 
 class ChannelsConfig(_Section):
@@ -490,6 +503,19 @@ class PrivacyConfig(_Section):
     # above internal without a rule reaches only owner.sink (secret: nothing). Keys are
     # labels, or "regulated:*" for every regulated kind.
     sink_rules: dict[str, list[str]] = msgspec.field(default_factory=dict)
+    # Principals ("webhook:mail", "telegram:*") whose `sensitive` data the owner lets go to
+    # cloud models (seed 003 `owner_acknowledged_cloud_risk`); each such call is audited.
+    # regulated and secret data never leave the machine, whatever this says.
+    owner_acknowledged_cloud_risk: list[str] = msgspec.field(default_factory=list)
+    # Taint of each tool's output (clean | extracted | raw, contracts/taint.py); unlisted core
+    # and agent-created tools: clean; MCP tools (server__tool): raw.
+    tool_taint: dict[str, str] = msgspec.field(
+        default_factory=lambda: {"web_fetch": "raw", "web_request": "raw"})
+    # Tools that only read: every other tool's call is a write, which the graduated taint rule
+    # may hold for the owner's approval (web_request with GET/HEAD reads too; send_message
+    # to the conversation's own chat is its reply).
+    read_tools: list[str] = msgspec.field(
+        default_factory=lambda: ["web_fetch", "memory_search", "escalate"])
     # Task templates (contracts/templates.py) by name: replace a shipped one (owner_chat,
     # scheduled, paired_dm, third_party_dm, webhook) or add one matched before them.
     templates: dict[str, Template] = msgspec.field(default_factory=dict)
@@ -756,6 +782,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             except LabelError as exc:
                 raise ConfigError(
                     f"config.toml: invalid key in 'privacy.sink_rules': {exc}") from None
+    _check_taint(config)
     for name, template in config.privacy.templates.items():
         if why := check_template(name, template):
             raise ConfigError(f"config.toml: invalid value for {why}")
@@ -919,3 +946,20 @@ def _check_limits(models: ModelsConfig) -> None:
 
 
 PROVIDERS = ("anthropic", "openai", "ollama")
+
+
+def _check_taint(config: Config) -> None:
+    from contracts.taint import LEVELS
+    from kit.extract import ExtractError, check_type
+
+    for tool, level in config.privacy.tool_taint.items():
+        if level not in LEVELS:
+            raise ConfigError(f"config.toml: invalid value for 'privacy.tool_taint.{tool}': "
+                              f"{level!r}; use clean, extracted or raw")
+    for source, spec in config.channels.webhook.extract.items():
+        for field, kind in spec.fields.items():
+            try:
+                check_type(kind)
+            except ExtractError as exc:
+                raise ConfigError("config.toml: invalid value for 'channels.webhook.extract."
+                                  f"{source}.fields.{field}': {exc}") from None

@@ -70,6 +70,12 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # proactive, observer, compaction, diagnosis. The session budget applies to user and
     # escalation calls; the daily budget to all.
     purpose: str = "user"
+    # Whose turn this is (copied from the turn, never from the model): a principal listed in
+    # privacy.owner_acknowledged_cloud_risk may have its sensitive data sent to cloud models.
+    principal: str = ""
+    # The turn's task template (contracts/templates.py), chosen by the planner from the
+    # principal: its owner_acknowledged_cloud_risk lets sensitive data reach cloud models.
+    template: str = ""
     # The session whose budget is checked and charged ("": `session`): a delegated sub-task's
     # calls are charged to the session that delegated it.
     budget_session: str = ""

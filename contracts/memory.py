@@ -6,6 +6,8 @@ import msgspec
 
 from contracts.base import Msg
 from contracts.channel import Sink
+from contracts.labels import Label
+from contracts.taint import Taint
 from contracts.tools import ToolRequest
 
 
@@ -15,6 +17,7 @@ class MemoryHit(msgspec.Struct, frozen=True, kw_only=True):
     content: str
     score: float = 0.0
     scope: str = ""
+    label: Label = "internal"  # the label of the turn it came from (contracts/labels.py)
 
 
 class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -32,6 +35,7 @@ class MemoryRecord(msgspec.Struct, frozen=True, kw_only=True):
     status: str = "active"
     confidence: float = 1.0  # how sure the extractor was (1.0: said or imported explicitly)
     source: str = ""  # where a learned memory came from, e.g. observer:idle:<session>:<time>
+    label: Label = "internal"  # the label of its source: a recall respects the lattice
     # What the fact is about ("car", "home_city"), from the extractor: two active facts with one
     # key in one scope conflict ([memory] conflict). Empty: never in conflict.
     key: str = ""
@@ -52,6 +56,8 @@ class MemorySave(Msg, frozen=True, kw_only=True, tag="memory.save"):
     # derives the scope from these (actors/memory/scopes.py). Empty: the session's scope only.
     principal: str = ""
     is_owner: bool = False
+    # The label of the turn that saves it (copied from the turn): the memory keeps it.
+    label: Label = "internal"
 
 
 class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
@@ -63,6 +69,11 @@ class MemorySearch(Msg, frozen=True, kw_only=True, tag="memory.search"):
     for_call: ToolRequest | None = None
     principal: str = ""  # as on MemorySave: decides which scopes may be searched
     is_owner: bool = False
+    # The lattice (contracts/labels.py): only memories labelled at most `ceiling` (no read
+    # up) and cleared for `sink` ("channel:chat", no write down); "" for either: no limit
+    # (producers older than the fields).
+    ceiling: str = ""
+    sink: str = ""
 
 
 class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
@@ -74,6 +85,8 @@ class Recall(Msg, frozen=True, kw_only=True, tag="memory.recall"):
     limit: int = 5
     principal: str = ""  # the turn's principal and owner flag: which scopes may be recalled
     is_owner: bool = False
+    ceiling: str = ""  # as on MemorySearch: the turn's label and its reply's sink
+    sink: str = ""
 
 
 class Recalled(Msg, frozen=True, kw_only=True, tag="memory.recalled"):
@@ -99,6 +112,10 @@ class MemoryPropose(Msg, frozen=True, kw_only=True, tag="memory.propose"):
     is_owner: bool = False
     source: str = ""
     text: str
+    # The conversation's highest label and worst taint (contracts/taint.py): learned memories
+    # keep the label, and anything learned from tainted content waits for the owner.
+    label: Label = "internal"
+    taint: Taint = "clean"
 
 
 class MemoryCommand(Msg, frozen=True, kw_only=True, tag="memory.command"):

@@ -41,6 +41,9 @@ class Template(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     data_ceiling: Label = "internal"  # no read up: tool results above it are withheld
     max_tool_calls: int = 0  # 0: budget.max_tool_calls_per_turn
     plan_then_execute: bool = False
+    # Seed 003 §11.1's opt-in: the owner lets this template's `sensitive` data go to cloud
+    # models (audited per call); regulated and secret data never leave the machine.
+    owner_acknowledged_cloud_risk: bool = False
 
     def allows_tool(self, name: str) -> bool:
         """Whether a call of tool `name` is within this template."""

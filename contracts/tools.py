@@ -10,6 +10,7 @@ from contracts.base import Msg
 from contracts.capability import Capability
 from contracts.channel import Sink
 from contracts.labels import Label
+from contracts.taint import Taint
 
 
 class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
@@ -27,6 +28,10 @@ class ToolRequest(Msg, frozen=True, kw_only=True, tag="tool.request"):
     # passes it on, so the llm actor routes it like the turn itself.
     label: Label = "internal"
     principal: str = ""  # the turn's principal (memory scopes); empty from older planners
+    # The turn's taint and its extracted values (contracts/taint.py): the executor asks the
+    # owner before a write that carries tainted content (the graduated rule).
+    taint: Taint = "clean"
+    extracted: dict[str, str | list[str]] = msgspec.field(default_factory=dict)
     # The planner's signed permission for this call (contracts/capability.py); the executor
     # refuses a call without a valid one.
     capability: Capability | None = None
@@ -47,6 +52,9 @@ class ToolResult(Msg, frozen=True, kw_only=True, tag="tool.result"):
     # The label of `output` (contracts/labels.py): the tool's ceiling joined with what it
     # claimed; the planner raises the turn's label by it.
     label: Label = "internal"
+    # How tainted `output` is (privacy.tool_taint: web pages are raw); the planner joins it
+    # into the turn's and the session's taint.
+    taint: Taint = "clean"
 
 
 class ToolOutcome(Msg, frozen=True, kw_only=True, tag="tool.outcome"):

@@ -14,7 +14,7 @@ from typing import Any
 
 from actors.channel.commands import CommandContext, handle_command
 from bus import StoreFull
-from contracts import ApprovalDecision, Notice, Sink, TurnRequest, short_hash
+from contracts import ApprovalDecision, Notice, Sink, TurnRequest, short_hash, taint
 from kit.redact import credential_guard
 
 log = logging.getLogger(__name__)
@@ -151,7 +151,8 @@ class Inbound:
             return
         turn = TurnRequest(id=input_id, session=session, principal=principal, text=body,
                            reply_to=sink, is_owner=is_owner,
-                           principal_kind="owner" if is_owner else "third_party")
+                           principal_kind="owner" if is_owner else "third_party",
+                           taint=taint.CLEAN if is_owner else taint.RAW)
         try:
             await self.bus.send(turn)
         except StoreFull:  # tell them without the store; Slack redelivers the unacked envelope

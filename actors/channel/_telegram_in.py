@@ -24,6 +24,7 @@ from contracts import (
     Notice,
     Sink,
     TurnRequest,
+    taint,
 )
 from contracts.records import PairingRequest
 from kit.redact import credential_guard
@@ -139,6 +140,7 @@ class Inbound:
             principal_kind="owner" if ctx.is_owner else (
                 "third_party" if user.id in self.cfg.allowed_users else "paired"),
             preview_interval=self.cfg.preview_interval_secs if self.cfg.preview else 0.0,
+            taint=taint.CLEAN if ctx.is_owner else taint.RAW,
         )
         try:
             await self.a.bus.send(turn)

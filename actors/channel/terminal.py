@@ -17,6 +17,7 @@ from contracts import (
     Sink,
     TerminalInput,
     TurnRequest,
+    taint,
 )
 from kit.redact import credential_guard
 
@@ -56,6 +57,7 @@ class TerminalAdapter(Adapter):
             id=f"terminal:{update.id}", session=principal, principal=principal,
             text=guard.text, reply_to=Sink(channel="terminal", chat=update.chat),
             is_owner=is_owner, principal_kind="owner" if is_owner else "third_party",
+            taint=taint.CLEAN if is_owner else taint.RAW,
         )
         try:
             await self.bus.send(turn)

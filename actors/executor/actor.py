@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
+from actors.executor import _taint
 from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
@@ -37,6 +38,7 @@ from contracts import (
     short_hash,
 )
 from contracts.records import ExecutorFacts
+from contracts.taint import Taint
 from kit.outbound import check_arguments
 from kit.redact import HomeRedactor
 from kit.secrets import load_dotenv
@@ -185,6 +187,13 @@ class ExecutorActor(Actor, CapabilityGate):
                              refs={"tool": req.name, "request": req.id, "rule": "outbound"})
             await self._ask_approval(req, why)
             return
+        if why := _taint.held(req, tool, self.config):  # the graduated taint rule
+            await self.audit_decision("taint.held", "asked", f"Held {req.name}: {why}.",
+                                      about=req.id, session=req.session,
+                                      refs={"tool": req.name, "request": req.id,
+                                            "taint": req.taint})
+            await self._ask_approval(req, why)
+            return
         reason = await tool.approval_reason(req, self.ctx)
         if reason:
             await self._ask_approval(req, reason)
@@ -194,7 +203,8 @@ class ExecutorActor(Actor, CapabilityGate):
     async def _label(self, req: ToolRequest, claimed: str) -> str:
         """The result's label: the tool's ceiling, raised (never lowered) by its claim; a claim
         below the ceiling, or not a label at all, is overridden and audited."""
-        ceiling = self.config.executor.tool_labels.get(req.name, labels.INTERNAL)
+        ceiling = self.config.executor.tool_labels.get(
+            req.name, _taint.DEFAULT_LABELS.get(req.name, labels.INTERNAL))
         try:
             label = labels.join(ceiling, labels.parse(claimed)) if claimed else ceiling
         except labels.LabelError:
@@ -272,7 +282,8 @@ class ExecutorActor(Actor, CapabilityGate):
         withheld = await self._read_up(req, label)  # above the template's ceiling: not shown
         await self._result(req, out.ok and not withheld, withheld or out.output,
                            deferred=deferred, result_id=result_id,
-                           label=labels.INTERNAL if withheld else label)
+                           label=labels.INTERNAL if withheld else label,
+                           taint=_taint.output_taint(req.name, self.config))
         outcome = ToolOutcome(
             id=f"{result_id or req.id}:outcome", tool=req.name, ok=out.ok,
             duration_ms=duration_ms,
@@ -307,12 +318,12 @@ class ExecutorActor(Actor, CapabilityGate):
 
     async def _result(
         self, req: ToolRequest, ok: bool, output: str, *, deferred: bool = False,
-        result_id: str = "", label: str = labels.INTERNAL,
+        result_id: str = "", label: str = labels.INTERNAL, taint: Taint = "clean",
     ) -> None:
         result = ToolResult(
             id=result_id or f"{req.id}:result", session=req.session, turn_id=req.turn_id,
             step=req.step, call_id=req.call_id, name=req.name, ok=ok,
             output=self.ctx.redactor.redact(output), deferred=deferred, reply_to=req.reply_to,
-            label=label,
+            label=label, taint=taint,
         )
         await self.send(result)

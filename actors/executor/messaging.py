@@ -169,7 +169,7 @@ class Escalate(Tool):
         ask = LlmRequest(
             id=f"{req.id}:escalate", session=req.session, turn_id=req.turn_id, step=req.step,
             role="oracle", for_call=req, purpose="escalation",
-            label=req.label,  # routed like the turn's data
+            label=req.label, principal=req.principal,  # routed like the turn's data
             messages=[ChatMessage(role="system", content=ORACLE_SYSTEM),
                       ChatMessage(role="user", content=ctx.redactor.redact(prompt))],
         )

@@ -77,7 +77,7 @@ class MemorySaveTool(Tool):
             id=f"{req.id}:memory", session=req.session,
             content=ctx.redactor.redact(arg_str(req, "content")),
             kind=arg_str(req, "kind", "fact"), for_call=req,
-            principal=req.principal, is_owner=req.is_owner,
+            principal=req.principal, is_owner=req.is_owner, label=req.label,
         )
         await ctx.bus.send(save)
 
@@ -102,8 +102,14 @@ class MemorySearchTool(Tool):
             id=f"{req.id}:memory", session=req.session, query=arg_str(req, "query"),
             limit=arg_int(req, "limit", 5), for_call=req,
             principal=req.principal, is_owner=req.is_owner,
+            ceiling=req.label, sink=_sink(req),
         )
         await ctx.bus.send(search)
+
+
+def _sink(req: ToolRequest) -> str:
+    """The conversation's chat as `channel:chat` (what memories found may reach), or ""."""
+    return f"{req.reply_to.channel}:{req.reply_to.chat}" if req.reply_to else ""
 
 
 def core_tools(gate: PolicyGate) -> list[Tool]:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from actors.base import Actor
-from actors.llm.routing import route
+from actors.llm.routing import acknowledged, route
 from bus import tracing
-from contracts import LlmPreview, LlmRequest, LlmResponse
+from contracts import LlmPreview, LlmRequest, LlmResponse, templates
 from contracts.audit import AuditOutcome
 from kit.secrets import load_dotenv
 from state import budget
@@ -121,8 +121,22 @@ class LlmActor(Actor):
         chain = self.chain(req.role)
         if not chain:
             return LlmResponse(**base, error=NO_MODEL.format(home=self.home)), False, []
+        privacy = self.config.privacy
+        by_template = bool(req.template) and templates.get(
+            req.template, privacy.templates).owner_acknowledged_cloud_risk
         routed = route(req.label, chain, self.config.models.local,
-                       self.config.models.local_providers)
+                       self.config.models.local_providers,
+                       by_template or acknowledged(req.principal,
+                                                   privacy.owner_acknowledged_cloud_risk))
+        if routed.acknowledged:
+            where = (f"task template {req.template}" if by_template
+                     else "privacy.owner_acknowledged_cloud_risk")
+            await self.audit_decision("routing.cloud_acknowledged", "allowed",
+                                      f"Data labelled {req.label} of {req.principal} may go to "
+                                      f"cloud models: the owner acknowledged the risk ({where}).",
+                                      about=req.id, principal=req.principal, session=req.session,
+                                      refs={"label": req.label, "request": req.id,
+                                            "template": req.template})
         if routed.refusal:
             await self.audit_decision("routing.refused", "refused", routed.refusal,
                                       about=req.id, session=req.session,

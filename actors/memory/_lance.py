@@ -11,7 +11,7 @@ from contracts.memory import MemoryHit, MemoryRecord
 log = logging.getLogger(__name__)
 
 RECORD_COLUMNS = ["id", "kind", "content", "tags", "session", "created", "status", "scope",
-                  "confidence", "source", "key", "version", "replaces", "used"]
+                  "confidence", "source", "key", "version", "replaces", "used", "label"]
 # Columns added after the first release, with the SQL that fills them in older rows. Rows from
 # before scopes get their own session's scope: visible only in the conversation they came from.
 ADDED_COLUMNS = {
@@ -22,6 +22,8 @@ ADDED_COLUMNS = {
     "version": "cast(1 as bigint)",
     "replaces": "''",
     "used": "cast(0.0 as double)",
+    # Rows from before labels: internal, what every recall returned them as.
+    "label": "'internal'",
 }
 VECTOR = "vector"
 
@@ -45,6 +47,7 @@ def schema() -> Any:
         pa.field("version", pa.int64()),
         pa.field("replaces", pa.string()),
         pa.field("used", pa.float64()),
+        pa.field("label", pa.string()),
     ])
 
 
@@ -194,7 +197,7 @@ def nearest(table: Any, vector: list[float], where: str, limit: int,
 
 def hit(r: dict[str, Any]) -> MemoryHit:
     return MemoryHit(id=r["id"], kind=r["kind"] or "fact", content=r["content"] or "",
-                     scope=r.get("scope") or "")
+                     scope=r.get("scope") or "", label=_label(r.get("label")))
 
 
 def record(r: dict[str, Any]) -> MemoryRecord:
@@ -205,5 +208,16 @@ def record(r: dict[str, Any]) -> MemoryRecord:
         confidence=1.0 if r.get("confidence") is None else float(r["confidence"]),
         source=r.get("source") or "", key=r.get("key") or "",
         version=int(r.get("version") or 1), replaces=r.get("replaces") or "",
-        used=float(r.get("used") or 0.0),
+        used=float(r.get("used") or 0.0), label=_label(r.get("label")),
     )
+
+
+def _label(value: Any) -> str:
+    """A stored label, or internal for a row without one (or with one that is not a label:
+    the file is the owner's, but a recall must never fail on it)."""
+    from contracts.labels import LabelError, parse
+
+    try:
+        return parse(value) if isinstance(value, str) else "internal"
+    except LabelError:
+        return "internal"

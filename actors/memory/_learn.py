@@ -107,14 +107,17 @@ async def propose(actor: MemoryActor, msg: MemoryPropose) -> None:
         # A correction ("actually, X") applies at once and overwrites what it corrects.
         correction = item.kind == "correction"
         strategy = "overwrite_latest" if correction else config.conflict
-        auto = correction or (policy == "auto" and item.confidence >= config.auto_min_confidence)
+        # Learning is a write of free text: from tainted content it waits for the owner
+        # (the graduated taint rule, contracts/taint.py), whatever the policy says.
+        auto = (correction or (policy == "auto" and item.confidence >= config.auto_min_confidence)
+                ) and msg.taint == "clean"
         if old and strategy == "ask":
             auto = False  # a contradiction is put to the owner, never promoted silently
         replaces = old[0] if old and strategy != "keep_both" else None
         await asyncio.to_thread(
             store.save, item.content, kind=KIND_OF[item.kind], session=msg.session, scope=scope,
             id=mem_id, status="active" if auto else "proposed",
-            confidence=item.confidence, source=msg.source, key=key,
+            confidence=item.confidence, source=msg.source, key=key, label=msg.label,
             version=replaces.version + 1 if replaces else 1,
             replaces=replaces.id if replaces else "",
         )

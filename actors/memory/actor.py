@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from actors.base import Actor
+from actors.memory._labels import OVERFETCH, visible
 from actors.memory.scopes import OWNER, Audience, audience
 from actors.memory.store import TABLE  # store.py imports LanceDB only when a store opens
 from bus import delivery
@@ -192,7 +193,7 @@ class MemoryActor(Actor):
         try:
             mem_id = await asyncio.to_thread(
                 self.store.save, msg.content, kind=kind, tags=msg.tags, session=msg.session,
-                scope=scope, id=short_hash(msg.id, 12),
+                scope=scope, id=short_hash(msg.id, 12), label=msg.label,
             )
             ok, text = True, f"Saved as memory {mem_id} ({kind})."
             await self.audit("saved", mem_id, msg.id, scope, msg.principal, msg.content)
@@ -212,7 +213,9 @@ class MemoryActor(Actor):
         scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
         limit = max(1, min(msg.limit, 20))
         try:
-            hits = await asyncio.to_thread(self.store.search, msg.query, limit, scopes)
+            hits = await asyncio.to_thread(self.store.search, msg.query, limit * OVERFETCH,
+                                           scopes)
+            hits = visible(hits, msg.ceiling, msg.sink, self.config, limit)
         except Exception as exc:  # noqa: BLE001 - as for saves: retry, then answer without
             if delivery() < SOFT_AFTER or msg.for_call is None:
                 raise
@@ -231,8 +234,9 @@ class MemoryActor(Actor):
         scopes = self.audience(msg.principal, msg.session, msg.is_owner).read
         store = getattr(self, "store", None)  # None: nothing was ever saved, nothing to find
         try:
-            hits = (await asyncio.to_thread(store.search, msg.query, msg.limit, scopes)
-                    if store is not None else [])
+            hits = (await asyncio.to_thread(store.search, msg.query, msg.limit * OVERFETCH,
+                                            scopes) if store is not None else [])
+            hits = visible(hits, msg.ceiling, msg.sink, self.config, msg.limit)
             error = ""
         except Exception as exc:  # noqa: BLE001 - a turn goes on without memories
             log.exception("recall failed")

@@ -38,7 +38,7 @@ STATUSES = frozenset({"active", "archived", "proposed", "rejected", "revoked"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
-_HIT_COLUMNS = ["id", "kind", "content", "scope"]
+_HIT_COLUMNS = ["id", "kind", "content", "scope", "label"]
 
 
 class MemoryStore:
@@ -100,7 +100,8 @@ class MemoryStore:
     def save(self, content: str, *, kind: str = "fact", tags: Iterable[str] = (),
              session: str = "", scope: str = "", id: str | None = None,
              created: float | None = None, status: str = "active", confidence: float = 1.0,
-             source: str = "", key: str = "", version: int = 1, replaces: str = "") -> str:
+             source: str = "", key: str = "", version: int = 1, replaces: str = "",
+             label: str = "internal") -> str:
         """Insert a memory unless a row with the same id exists; return its id.
 
         `scope` defaults to the memory's own session (see actors/memory/scopes.py).
@@ -117,6 +118,7 @@ class MemoryStore:
             "session": session, "created": created or time.time(), "status": status,
             "scope": scope or f"session:{session}", "confidence": confidence, "source": source,
             "key": key, "version": version, "replaces": replaces, "used": 0.0,
+            "label": label,
         }
         if vectors is not None:
             row["vector"] = vectors[0]
@@ -141,7 +143,7 @@ class MemoryStore:
                      "session": r.session, "created": r.created or time.time(),
                      "status": r.status, "scope": r.scope, "confidence": r.confidence,
                      "source": r.source, "key": r.key, "version": r.version,
-                     "replaces": r.replaces, "used": r.used} for r in part]
+                     "replaces": r.replaces, "used": r.used, "label": r.label} for r in part]
             if vecs is not None:
                 if not self.vectors.model and self.embedder is not None:
                     self._embed([part[0].content])  # claims the vector column for the model

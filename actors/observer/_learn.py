@@ -13,7 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from contracts import ChatMessage, LlmRequest, MemoryPropose, Notice, Sink
+from contracts import ChatMessage, LlmRequest, MemoryPropose, Notice, Sink, labels, taint
+from contracts.taint import Taint
 
 if TYPE_CHECKING:
     from actors.observer.actor import ObserverActor
@@ -43,6 +44,11 @@ class Transcript:
     is_owner: bool = False
     lines: list[str] = field(default_factory=list)
     people: bool = False  # a person spoke (scheduled and system turns teach nothing)
+    # The highest label and worst taint of the session's turns and tool results, as the bus
+    # carried them: the extraction request is routed by the label (a sensitive conversation
+    # never goes to a cloud model), and what is learned keeps both.
+    label: str = "internal"
+    taint: Taint = "clean"
 
 
 class Learner:
@@ -66,8 +72,21 @@ class Learner:
                 t.is_owner = bool(payload.get("is_owner"))
                 t.people = True
             self._add(t, "user", payload.get("text"))
+            self._mark(t, payload)
+        elif kind == "tool.result" and session in self.sessions:
+            self._mark(self.sessions[session], payload)
         elif kind == "turn.reply" and session in self.sessions:
             self._add(self.sessions[session], "assistant", payload.get("text"))
+
+    @staticmethod
+    def _mark(t: Transcript, payload: dict[str, Any]) -> None:
+        """Raise the transcript's label and taint by a message's (a bad value: the worst)."""
+        try:
+            t.label = labels.join(t.label, labels.parse(str(payload.get("label") or "internal")))
+        except labels.LabelError:
+            t.label = labels.SECRET
+        level = payload.get("taint") or "clean"
+        t.taint = taint.join(t.taint, level if level in taint.LEVELS else taint.RAW)
 
     @staticmethod
     def _add(t: Transcript, who: str, text: Any) -> None:
@@ -89,7 +108,7 @@ class Learner:
             id=turn_id, session=session, turn_id=turn_id, step=0, role="observer",
             messages=[ChatMessage(role="system", content=PROMPT),
                       ChatMessage(role="user", content=text)],
-            max_tokens=1000, purpose="observer",
+            max_tokens=1000, purpose="observer", label=t.label, principal=t.principal,
         )
         await self.actor.send(request)
 
@@ -126,6 +145,6 @@ class Learner:
         proposal = MemoryPropose(
             id=f"{turn_id}:propose", session=str(payload.get("session") or ""),
             principal=t.principal, is_owner=t.is_owner, source=f"observer:{turn_id}",
-            text=str(payload.get("content") or ""),
+            text=str(payload.get("content") or ""), label=t.label, taint=t.taint,
         )
         await self.actor.send(proposal)

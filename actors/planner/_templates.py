@@ -100,7 +100,8 @@ class TemplateOps:
                 id=rid, session=state.session, turn_id=turn.turn_id, step=turn.step,
                 call_id=call.id, name=call.name, arguments=call.arguments,
                 is_owner=turn.request.is_owner, reply_to=turn.request.reply_to,
-                principal=turn.request.principal, label=turn.label,
+                principal=turn.request.principal, label=turn.label, taint=turn.taint,
+                extracted=turn.request.extracted,
             )
             req = msgspec.structs.replace(req, capability=self._issue(turn, req))
             await self.audit_decision(

@@ -44,6 +44,7 @@ from contracts import (
     TurnRequest,
     labels,
     short_hash,
+    taint,
 )
 from state import budget
 
@@ -154,11 +155,17 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
             log.info("session %s was paused by its budget; renewed by the user's message",
                      req.session)
         state.label = labels.join(state.label, req.label)
-        state.active = TurnState(request=req, label=state.label,
+        # Taint is the turn's own (its text, then its tool results): the owner's next message
+        # starts clean, so their chat gets no new approvals after a web page was read (seed
+        # 003 taints per task too). A third party's text is never clean (contracts/taint.py).
+        level = taint.join(req.taint, taint.floor(req.principal_kind))
+        state.active = TurnState(request=req, label=state.label, taint=level,
                                  template=self._choose_template(state, req))
         self._arm(state.active, "recall")
+        # No read up, no write down: only memories this turn may read and its chat may see.
         recall = Recall(id=f"{req.id}:recall", session=req.session, turn_id=req.id, query=req.text,
-                        principal=req.principal, is_owner=req.is_owner)
+                        principal=req.principal, is_owner=req.is_owner, ceiling=state.label,
+                        sink=f"{req.reply_to.channel}:{req.reply_to.chat}")
         await self.send(recall)
 
     def _deferred_turn(self, state: SessionState, result: ToolResult) -> TurnRequest:
@@ -173,7 +180,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         return TurnRequest(
             id=f"{result.id}:turn", session=result.session, principal="event", text=text,
             reply_to=sink, is_owner=True, origin="event", principal_kind="event",
-            label=labels.join(labels.INTERNAL, result.label),
+            label=labels.join(labels.INTERNAL, result.label), taint=result.taint,
             # The chat's preview cadence, as its channel set it on the session's last user turn.
             preview_interval=state.preview_interval if sink == state.preview_sink else 0.0,
         )
@@ -215,7 +222,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
             preview_to=turn.request.reply_to
             if turn.request.preview_interval > 0 and turn.stage != "plan" else None,
             preview_interval=turn.request.preview_interval, is_owner=turn.request.is_owner,
-            label=turn.label,
+            label=turn.label, principal=turn.request.principal, template=turn.template,
         )
         try:
             await self.send(req)
@@ -270,6 +277,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         # The tool's data joins the conversation: the turn and the session carry its label.
         turn.label = labels.join(turn.label, msg.label)
         state.label = labels.join(state.label, msg.label)
+        turn.taint = taint.join(turn.taint, msg.taint)
         turn.tool_failures += 0 if msg.ok else 1
         await self._maybe_continue(state, turn)
         return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from contracts import ChatMessage, Sink, ToolResult, TurnRequest
+from contracts.taint import Taint
 
 HISTORY_MESSAGES = 40
 TOOL_OUTPUT_IN_HISTORY = 2000
@@ -33,6 +34,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     deadline: float = 0.0  # past it the current step is hung (0: none, before deadlines)
     progress: str = ""  # the last progress the llm reported for this step (for status)
     label: str = "internal"  # the highest label of what the model sees in this turn
+    taint: Taint = "clean"  # the worst taint of what the model sees in this turn
     tokens_used: int = 0  # by this turn's model calls (its budget and the turn ceiling)
     repeats: dict[str, int] = msgspec.field(default_factory=dict)  # hash(tool, args) -> calls
     corrections: int = 0  # answers corrected for claiming an action no tool did (_turing.py)
