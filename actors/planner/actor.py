@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _compact, _delegate, _guard, context
+from actors.planner import _compact, _delegate, _guard, _skills, context
 from actors.planner._delegate import Delegating
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
@@ -216,7 +216,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
-            tools=tools, purpose=purpose, role=_delegate.model_role(turn.request),
+            tools=tools, purpose=purpose, role=_skills.model_role(turn),
             budget_session=_delegate.payer(turn.request),
             # A plan is never shown: only answers are previewed.
             preview_to=turn.request.reply_to
@@ -274,6 +274,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
             return False
         turn.results[msg.call_id] = msg
+        await _skills.on_result(self, turn, msg)  # a loaded skill may pick the turn's model
         # The tool's data joins the conversation: the turn and the session carry its label.
         turn.label = labels.join(turn.label, msg.label)
         state.label = labels.join(state.label, msg.label)
