@@ -203,8 +203,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         ]
         turn.new_from = len(turn.messages) - 1
         self._arm(turn, "llm")
-        await self._ask_model(state, turn,
-                              self._tools_for(turn, await self._offered_tools(turn)))
+        tools = self._tools_for(turn, await self._offered_tools(turn))
+        if not await _skills.preload(self, state, turn, tools):  # "/skill NAME ...": load first
+            await self._ask_model(state, turn, tools)
         return True
 
     async def _ask_model(self, state: SessionState, turn: TurnState,

@@ -292,3 +292,17 @@ async def test_a_loaded_skill_picks_the_model_for_the_rest_of_its_turn(
             "test-model", "test-model"]
         assert await models_of(tool_call("load_skill", name="missing")) == [
             "test-model", "test-model"]
+
+        # The user names the skill: the planner loads it before the first model call, which
+        # then already goes with the skill's model and sees its body.
+        before = len(fake.requests)
+        answer = await c.ask("/skill translate Bonjour tout le monde")
+        assert answer.startswith("Tool said: # Skill translate"), answer
+        assert [r["model"] for r in fake.requests[before:]] == ["translator-model"]
+        assert await models_of("Please use the meeting-notes skill on this.") == ["notes-model"]
+        assert await models_of("use the unknown skill") == ["test-model"]  # not a listed skill
+        before = len(fake.requests)
+        assert "Unknown skill 'nope'" in await c.ask("/skill nope hi")
+        assert [r["model"] for r in fake.requests[before:]] == ["test-model"]
+        rows = {r["name"]: r for r in (await gather_skills(settings))["skills"]}
+        assert rows["translate"]["loads"] == 2 and rows["meeting-notes"]["loads"] == 2
