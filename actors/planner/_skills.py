@@ -14,7 +14,8 @@ model passes on), or "use the NAME skill" anywhere for a skill the executor list
 an ordinary load_skill call through the executor (gate, counts, audit), made before the first
 model call, so that call already sees the body and goes with the skill's model. Only where
 load_skill is offered (a template or a delegated role's profile without it: no load), and not
-in plan-then-execute turns (their planner sees the skill index and may load it).
+in plan-then-execute turns (their planner sees the skill index and may load it), nor for
+event and webhook turns, whose text is data rather than someone's request.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMMAND = re.compile(r"^\s*/skill\s+([A-Za-z0-9][A-Za-z0-9_-]{0,47})(?!\S)")
+COMMAND = re.compile(r"^\s*/skill\s+([A-Za-z0-9][A-Za-z0-9_-]{0,47})(?=[\s:,]|$)")
+# Their text is data (a tool's result, a webhook's body), not someone asking for a skill.
+DATA_ORIGINS = ("event", "webhook")
 USE = re.compile(r"\buse\s+the\s+([A-Za-z0-9][A-Za-z0-9_-]{0,47})\s+skill\b", re.I)
 
 
@@ -94,7 +97,7 @@ async def named_skill(planner: PlannerActor, text: str) -> str:
 async def preload(planner: PlannerActor, state: SessionState, turn: TurnState,
                   tools: list[ToolSpec]) -> bool:
     """Load the skill the user named before the first model call; False if none was named."""
-    if not any(t.name == "load_skill" for t in tools):
+    if turn.request.origin in DATA_ORIGINS or not any(t.name == "load_skill" for t in tools):
         return False
     name = await named_skill(planner, turn.request.text)
     if not name:
