@@ -99,10 +99,23 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
             return
         # The planner reads four streams; one lock per session keeps its events in order.
         async with self._lock(msg.session):
-            state = await self._load(msg.session)
-            if await self._apply(state, msg):
-                await self._save(state)
+            for attempt in range(3):
+                state = await self._load(msg.session)
+                if not await self._apply(state, msg):
+                    return
+                try:
+                    await self._save(state)
+                except Retry:
+                    # Someone else wrote the state (replay's seed, an operator's tool): apply
+                    # the event again on a fresh read NOW, still holding the session's lock.
+                    # Handed back instead, an answer to what it published (same ids, so not
+                    # sent twice) could arrive first and be dropped as stale, and the turn
+                    # would wait out its step's deadline.
+                    if attempt == 2:
+                        raise
+                    continue
                 self._track(state)
+                return
 
     async def _apply(self, state: SessionState, msg: PlannerInbox) -> bool:
         match msg:
