@@ -19,6 +19,7 @@ from actors.executor.gate.revert import history, revert
 from bus import Reject
 from contracts import HomeAnswer, HomeCommand, HomeEditPropose, Notice, ToolRequest, ToolSpec
 from contracts import short_hash as _hash
+from kit.modellist import json_list
 
 if TYPE_CHECKING:
     from actors.executor.actor import ExecutorActor
@@ -46,13 +47,7 @@ _lessons = msgspec.json.Decoder(list[str])
 def bullets(answer: str) -> str:
     """A model's lessons (a JSON list of sentences, inside prose or a code fence too) as
     bullet lines ("" for an empty list); ValueError saying why it is not such a list."""
-    start, end = answer.find("["), answer.rfind("]")
-    if start < 0 or end < start:
-        raise ValueError("the model's lessons hold no JSON list")
-    try:
-        items = _lessons.decode(answer[start : end + 1])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ValueError(f"the model's lessons are not a list of sentences: {exc}") from exc
+    items: list[str] = json_list(answer, _lessons, "the model's answer", "a list of sentences")
     if len(items) > MAX_LESSONS:
         raise ValueError(f"the model gave {len(items)} lessons; at most {MAX_LESSONS}")
     lines = [" ".join(item.split()) for item in items]

@@ -32,6 +32,7 @@ from contracts import (
     short_hash,
 )
 from contracts.config import MEMORY_POLICY
+from kit.modellist import json_list
 
 if TYPE_CHECKING:
     from actors.memory.actor import MemoryActor
@@ -58,13 +59,8 @@ _proposals = msgspec.json.Decoder(list[Proposal])
 
 def parse(text: str) -> list[Proposal]:
     """The model's JSON list (inside prose or a code fence, too); raises ValueError saying why."""
-    start, end = text.find("["), text.rfind("]")
-    if start < 0 or end < start:
-        raise ValueError("the model's answer holds no JSON list")
-    try:
-        items = _proposals.decode(text[start : end + 1])
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise ValueError(f"the model's list is not [{{content, kind, confidence}}]: {exc}") from exc
+    items: list[Proposal] = json_list(text, _proposals, "the model's answer",
+                                      "a list of {content, kind, confidence}")
     if len(items) > MAX_ITEMS:
         raise ValueError(f"the model proposed {len(items)} items; at most {MAX_ITEMS} are taken")
     for i, item in enumerate(items):

@@ -101,15 +101,18 @@ async def test_a_suggested_change_waits_for_the_owner_then_applies_and_reverts(
             return agents.read_text() == before + LESSON + "\n"
 
         await until(applied, 60)
-        history = await answer(settings, "history")
-        version = history.text.splitlines()[1].split()[0]
+
+        async def versions() -> list[str]:  # the commit follows the write
+            return [line for line in (await answer(settings, "history")).text.splitlines()[1:]
+                    if "AGENTS.md: a failed backup" in line]
+
+        version = (await until(versions, 60))[0].split()[0]
         reverted = await answer(settings, "revert", version)
         again = await answer(settings, "revert", "zzzz")
         audit = [(e["decision"], e["outcome"]) for e in
                  await until(lambda: stored(bus, bus.subjects.stream_audit), 10)
                  if e["actor"] == "executor"]
         assert len(await prompts()) == 1
-    assert "AGENTS.md: a failed backup" in history.text
     assert reverted.ok and f"Reverted version {version}" in reverted.text
     assert agents.read_text() == before
     assert not again.ok and "not a version" in again.text
