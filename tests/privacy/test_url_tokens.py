@@ -54,6 +54,18 @@ def test_17_10_a_configured_url_with_a_credential_is_refused(
     assert "hunter2" not in text and BOT not in text
 
 
+def test_17_10_up_refuses_a_nats_url_with_a_password(home: Path) -> None:
+    """Seed #10, admin interface: `wintermute up --nats-url` with a password in it is refused
+    before anything starts (a command line lands in shell history and `ps`)."""
+    from click.testing import CliRunner
+
+    from supervisor.cli.main import main
+
+    out = CliRunner().invoke(main, ["up", "--nats-url", "nats://u:hunter2-pw@nats.example:4222"])
+    assert out.exit_code == 2 and "nats.user/nats.password" in out.output
+    assert "hunter2" not in out.output
+
+
 @pytest.mark.usefixtures("with_secret", "fake")
 async def test_17_10_the_webhook_takes_its_secret_only_in_headers(
     settings_for: SettingsFor,
