@@ -27,6 +27,7 @@ HELP = (
     "/memory history, /memory changes, /memory apply|drop ID, /memory revert [VERSION]), /tools (tools and status; /tools release NAME lifts a "
     "quarantine), "
     "/skills (skills and how often each was used; /skills revert undoes the last skill change), "
+    "/skill NAME TEXT (the agent loads that skill, then answers TEXT), "
     "/revert (undo the last tool change), /approve ID, /deny ID, /help. Anything else goes to "
     "the agent."
 )

@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from actors.base import Actor
-from actors.planner import _compact, _delegate, _guard, context
+from actors.planner import _compact, _delegate, _guard, _skills, context
 from actors.planner._delegate import Delegating
 from actors.planner._faults import TurnFaults
 from actors.planner._pte import PlanThenExecute
@@ -99,10 +99,23 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
             return
         # The planner reads four streams; one lock per session keeps its events in order.
         async with self._lock(msg.session):
-            state = await self._load(msg.session)
-            if await self._apply(state, msg):
-                await self._save(state)
+            for attempt in range(3):
+                state = await self._load(msg.session)
+                if not await self._apply(state, msg):
+                    return
+                try:
+                    await self._save(state)
+                except Retry:
+                    # Someone else wrote the state (replay's seed, an operator's tool): apply
+                    # the event again on a fresh read NOW, still holding the session's lock.
+                    # Handed back instead, an answer to what it published (same ids, so not
+                    # sent twice) could arrive first and be dropped as stale, and the turn
+                    # would wait out its step's deadline.
+                    if attempt == 2:
+                        raise
+                    continue
                 self._track(state)
+                return
 
     async def _apply(self, state: SessionState, msg: PlannerInbox) -> bool:
         match msg:
@@ -203,8 +216,9 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         ]
         turn.new_from = len(turn.messages) - 1
         self._arm(turn, "llm")
-        await self._ask_model(state, turn,
-                              self._tools_for(turn, await self._offered_tools(turn)))
+        tools = self._tools_for(turn, await self._offered_tools(turn))
+        if not await _skills.preload(self, state, turn, tools):  # "/skill NAME ...": load first
+            await self._ask_model(state, turn, tools)
         return True
 
     async def _ask_model(self, state: SessionState, turn: TurnState,
@@ -216,7 +230,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         req = LlmRequest(
             id=f"{turn.turn_id}:llm:{turn.step}", session=turn.request.session,
             turn_id=turn.turn_id, step=turn.step, messages=_guard.with_note(turn.messages, note),
-            tools=tools, purpose=purpose, role=_delegate.model_role(turn.request),
+            tools=tools, purpose=purpose, role=_skills.model_role(turn),
             budget_session=_delegate.payer(turn.request),
             # A plan is never shown: only answers are previewed.
             preview_to=turn.request.reply_to
@@ -274,6 +288,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         if msg.step != turn.step or msg.call_id not in turn.calls or msg.call_id in turn.results:
             return False
         turn.results[msg.call_id] = msg
+        await _skills.on_result(self, turn, msg)  # a loaded skill may pick the turn's model
         # The tool's data joins the conversation: the turn and the session carry its label.
         turn.label = labels.join(turn.label, msg.label)
         state.label = labels.join(state.label, msg.label)

@@ -42,6 +42,7 @@ class TurnState(msgspec.Struct, kw_only=True):
     # Plan-then-execute (actors/planner/_pte.py): "plan" or "synth"; "" for the ordinary loop.
     stage: str = ""
     synth_system: str = ""  # the synthesizer's system message, kept from the recall
+    skill_role: str = ""  # the llm role a loaded skill chose for the rest of the turn (_skills)
 
     @property
     def turn_id(self) -> str:

@@ -32,8 +32,31 @@ def _offline(settings: Settings) -> dict[str, Any]:
     return out
 
 
+def model_notes(settings: Settings, rows: list[dict[str, Any]]) -> list[str]:
+    """Which model each skill switches its turn to once loaded (as actors/planner/_skills.py
+    decides), and a model_role that [models.roles] does not configure."""
+    models, notes = settings.config.models, []
+    for r in rows:
+        name, role = r["name"], r.get("model_role") or ""
+        if name in models.skills:
+            notes.append(f"{name}: once loaded, model {models.skills[name]} (models.skills)")
+        elif role and role in models.roles:
+            notes.append(f"{name}: once loaded, model {models.roles[role]} (model_role {role})")
+        elif role:
+            notes.append(f"{name}: model_role {role} is not in [models.roles] of config.toml; "
+                         "add it there, or the turn keeps its model")
+    return notes
+
+
 async def gather_skills(settings: Settings) -> dict[str, Any]:
-    """{"skills": [...], "problems": {folder: why}, "sandbox": ..., "source": ...}."""
+    """{"skills": [...], "problems": {folder: why}, "sandbox": ..., "source": ...,
+    "models": [notes]}."""
+    data = await _gather(settings)
+    data["models"] = model_notes(settings, data.get("skills", []))
+    return data
+
+
+async def _gather(settings: Settings) -> dict[str, Any]:
     if running_instance(settings.home) is None and not settings.config.nats.url:
         return _offline(settings)
     bus = await connect(settings, "skills")
@@ -68,6 +91,7 @@ def render_skills(data: dict[str, Any]) -> str:
         lines = ["No skills in skills/."]
     for folder, why in sorted((data.get("problems") or {}).items()):
         notes.append(skillmd.problem_line(folder, why))
+    notes += data.get("models") or []
     if data.get("sandbox"):
         notes.append(f"scripts: {data['sandbox']}")
     notes.append(f"source: {data.get('source', '')}")

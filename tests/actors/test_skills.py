@@ -245,3 +245,64 @@ async def test_an_unusable_skills_folder_is_reported_and_the_executor_carries_on
         res = await caller.call("load_skill", {"name": "word-count"})
         assert not res.ok and "Unknown skill 'word-count'. Skills: none." in res.output
         assert "skills/: could not be set up" in render_skills(await gather_skills(settings))
+
+
+TRANSLATE = """---
+name: translate
+description: Translate a text into plain English.
+model_role: translator
+---
+Translate the text the user gives into plain English.
+"""
+ODD = """---
+name: odd
+description: Names a model role nobody configured.
+model_role: nobody
+---
+Do the task.
+"""
+
+
+async def test_a_loaded_skill_picks_the_model_for_the_rest_of_its_turn(
+    fake: FakeLLM, settings_for: SettingsFor, home: Path,
+) -> None:
+    open_templates(home)
+    settings = settings_for(
+        WM__MODELS__DEFAULT="openai/test-model", WM__EXECUTOR__MODE="direct",
+        WM__MODELS__ROLES=json.dumps({"translator": "openai/translator-model"}),
+        WM__MODELS__SKILLS=json.dumps({"meeting-notes": "openai/notes-model"}))
+    plant(home, "translate", TRANSLATE)
+    plant(home, "odd", ODD)
+
+    async def models_of(text: str) -> list[str]:
+        before = len(fake.requests)
+        await c.ask(text)
+        return [r["model"] for r in fake.requests[before:]]
+
+    async with actors(settings, *ALL), chat(settings) as c:
+        # model_role -> [models.roles]: the call after load_skill goes to the role's model.
+        assert await models_of(tool_call("load_skill", name="translate")) == [
+            "test-model", "translator-model"]
+        assert await models_of("and now?") == ["test-model"]  # the next turn: its usual model
+        # [models.skills.<name>] wins; no model_role needed.
+        assert await models_of(tool_call("load_skill", name="meeting-notes")) == [
+            "test-model", "notes-model"]
+        # A role nobody configured and a failed load change nothing.
+        assert await models_of(tool_call("load_skill", name="odd")) == [
+            "test-model", "test-model"]
+        assert await models_of(tool_call("load_skill", name="missing")) == [
+            "test-model", "test-model"]
+
+        # The user names the skill: the planner loads it before the first model call, which
+        # then already goes with the skill's model and sees its body.
+        before = len(fake.requests)
+        answer = await c.ask("/skill translate Bonjour tout le monde")
+        assert answer.startswith("Tool said: # Skill translate"), answer
+        assert [r["model"] for r in fake.requests[before:]] == ["translator-model"]
+        assert await models_of("Please use the meeting-notes skill on this.") == ["notes-model"]
+        assert await models_of("use the unknown skill") == ["test-model"]  # not a listed skill
+        before = len(fake.requests)
+        assert "Unknown skill 'nope'" in await c.ask("/skill nope hi")
+        assert [r["model"] for r in fake.requests[before:]] == ["test-model"]
+        rows = {r["name"]: r for r in (await gather_skills(settings))["skills"]}
+        assert rows["translate"]["loads"] == 2 and rows["meeting-notes"]["loads"] == 2
