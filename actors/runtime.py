@@ -9,6 +9,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -164,9 +165,17 @@ class ActorProcess:
             raise failure
 
 
+def log_scrub(settings: Settings) -> Callable[[str], str]:
+    """What every log line of an actor passes through: the home's secrets (.env, NATS
+    credentials, secret-named variables of this process) and credential shapes redacted."""
+    from kit.redact import Redactor
+
+    return Redactor.for_home(settings.home, os.environ).redact
+
+
 async def run_actor(name: str, settings: Settings) -> None:
     """Entry point of `wintermute actor NAME`."""
-    buslogs.setup(name, settings.config.logging.level)
+    buslogs.setup(name, settings.config.logging.level, scrub=log_scrub(settings))
     lost.set_path(settings.home / "logs" / "lost.jsonl")
     tracing.setup(f"wintermute-{name}", settings.config.telemetry.traces,
                   settings.home / "logs" / "traces.jsonl")

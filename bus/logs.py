@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,12 @@ def reset(token: contextvars.Token[dict[str, Any] | None]) -> None:
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ts, level, logger, msg, and the bound message context."""
 
-    def __init__(self, actor: str) -> None:
+    def __init__(self, actor: str, scrub: Callable[[str], str] | None = None) -> None:
         super().__init__()
         self.actor = actor
+        # Every line, ours or a library's, passes the process's redactor: a secret in a URL
+        # (Telegram's API URLs hold the bot token) or in an error never reaches a log file.
+        self.scrub = scrub or (lambda text: text)
 
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
@@ -42,16 +46,18 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname.lower(),
             "actor": self.actor,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": self.scrub(record.getMessage()),
         }
         out.update(_context.get() or {})
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = self.scrub(self.formatException(record.exc_info))
         return json.dumps(out, default=str)
 
 
-def setup(actor: str, level: str = "info", path: Path | None = None) -> None:
-    """Send JSON logs to stderr (the supervisor collects them under logs/), or to `path`."""
+def setup(actor: str, level: str = "info", path: Path | None = None,
+          scrub: Callable[[str], str] | None = None) -> None:
+    """Send JSON logs to stderr (the supervisor collects them under logs/), or to `path`;
+    `scrub` redacts every line (the home's secrets and credential shapes)."""
     handler: logging.Handler
     if path is not None:
         private_dir(path.parent)
@@ -59,7 +65,7 @@ def setup(actor: str, level: str = "info", path: Path | None = None) -> None:
         handler = logging.FileHandler(path)
     else:
         handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter(actor))
+    handler.setFormatter(JsonFormatter(actor, scrub))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -724,6 +724,12 @@ def load_agent(home: Path, environ: dict[str, str] | None = None) -> AgentConfig
 
 def _check(config: Config, agent: AgentConfig) -> None:
     """Checks a type cannot express."""
+    from contracts.config_urls import check_urls
+
+    try:
+        check_urls(config)  # invariant H: no credentials in any configured URL
+    except ValueError as exc:
+        raise ConfigError(f"config.toml: {exc}") from None
     models = [("models.default", config.models.default)]
     models += [(f"models.fallback[{i}]", m) for i, m in enumerate(config.models.fallback)]
     models += [("models.local", config.models.local)]

@@ -59,7 +59,8 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
         ),
         (
             "telegram-token",
-            r"(?<![A-Za-z0-9_])\d{8,10}:[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])",
+            # also right after "bot": Telegram's API URLs are .../bot<token>/<method>
+            r"(?:(?<![A-Za-z0-9_])|(?<=bot))\d{8,10}:[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])",
             "[REDACTED:telegram-token]",
         ),
         (

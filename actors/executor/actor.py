@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from actors.base import Actor
-from actors.executor import _taint
+from actors.executor import _leases, _taint
 from actors.executor._capability import CapabilityGate
 from actors.executor.base import Tool, ToolContext, ToolOutput
 from actors.executor.command import scrubbed_env
@@ -70,6 +70,7 @@ class ExecutorActor(Actor, CapabilityGate):
         redactor = HomeRedactor(self.home, os.environ)
         env = scrubbed_env(os.environ, secrets.keys(), redactor)
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
+        await _leases.adopt(self.home)  # invariant I: a killed executor's commands end here
         self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
         # Direct mode approves every risky pattern; a sandbox contains damage to the machine,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgspec
 
+from actors.executor import _leases
 from actors.executor._proctree import kill_tree, subreaper_launcher
 from kit.redact import Redactor, looks_secret_name, redact_patterns
 
@@ -195,6 +196,18 @@ async def run_process(
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
     )
+    lease = _leases.take(proc.pid)  # stays behind only if the executor dies uncleanly
+    try:
+        return await _supervise(proc, started, timeout, output_limit, stdin)
+    finally:
+        _leases.release(lease)
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process, started: float, timeout: float,  # noqa: ASYNC109
+    output_limit: int, stdin: bytes,
+) -> CommandResult:
+    """Wait for proc within its time limit, capturing its output (see run_process)."""
     if stdin:
         assert proc.stdin is not None
         feeder = asyncio.create_task(_feed(proc.stdin, stdin))

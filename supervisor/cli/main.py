@@ -50,9 +50,13 @@ def init(seed: Path | None) -> None:
 @click.option("--chat", "with_chat", is_flag=True, help="Also chat in this terminal (logs go to logs/).")
 def up(nats_port: int, nats_url: str, no_spawn: bool, with_chat: bool) -> None:
     """Start NATS (embedded unless a URL is given), the supervisor and every actor."""
+    from contracts.config_urls import url_problem
     from supervisor.process.home import init_home
     from supervisor.process.up import run_up
 
+    if nats_url and (why := url_problem(nats_url)):  # a command line lands in shell history
+        raise click.UsageError(f"--nats-url: {why}; give the user and password in "
+                               "nats.user/nats.password (or nats.seed) instead")
     home = _home()
     init_home(home)
     settings = _settings(home)

@@ -60,8 +60,11 @@ async def run_up(
 ) -> int:
     """Foreground: run until SIGINT/SIGTERM (or, with chat, end of input), then stop in order."""
     lost.set_path(settings.home / "logs" / "lost.jsonl")
+    from kit.redact import Redactor
+
     buslogs.setup("supervisor", settings.config.logging.level,
-                  settings.home / "logs" / "supervisor.log" if chat else None)
+                  settings.home / "logs" / "supervisor.log" if chat else None,
+                  scrub=Redactor.for_home(settings.home, os.environ).redact)
     home = settings.home
     if running_instance(home):
         print(f"wintermute is already running for {home} (see `wintermute status`).")

@@ -158,3 +158,34 @@ async def test_turn_in_docker_mode_keeps_secrets_out_and_reports_the_mode(
     assert SECRET not in reply and SECRET not in json.dumps(fake.requests)
     assert status["executor"]["mode"] == "docker" and status["executor"]["sandboxed"]
     assert status["executor"]["container"].startswith("wintermute-sandbox-")
+
+
+async def test_a_dead_executors_commands_end_when_the_next_one_opens_the_container(
+    engine: PodmanService, settings_for: SettingsFor, home: Path
+) -> None:
+    """Invariant I (seed 003 #6) for the warm container: an executor that dies leaves its
+    container running with its commands in it (only a clean stop stops it); the next one
+    finds it running and restarts it, which ends them."""
+    import asyncio
+
+    settings = settings_for(**docker_env(engine, WM__EXECUTOR__NETWORK="none"))
+    dead = await detect_sandbox(settings.config, settings.home)
+    assert dead.kind == "docker", dead.note
+    started = home / "workspace" / "started"
+    orphan = asyncio.create_task(run(dead, "touch started; sleep 613", home, timeout=600))
+    try:
+        async with asyncio.timeout(60):
+            while not started.exists():  # noqa: ASYNC110 - a file the container writes
+                await asyncio.sleep(0.1)
+        # the executor "dies": `dead` is never closed; the next executor opens the container
+        sb = await detect_sandbox(settings.config, settings.home)
+        try:
+            res = await run(sb, "cat /proc/[0-9]*/cmdline | tr '\\0' ' '", home)
+            assert "sleep 613" not in res.output and "cat" in res.output
+            ended = await asyncio.wait_for(orphan, 30)  # its exec ended with the restart
+            assert not ended.timed_out
+        finally:
+            await sb.close()
+    finally:
+        orphan.cancel()
+        await asyncio.gather(orphan, return_exceptions=True)

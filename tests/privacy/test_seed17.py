@@ -1,8 +1,9 @@
 """Seed 003 §17 regression tests that today's code already meets (or meets on our closest
 path), end to end through the real actors, NATS and the scripted model servers. Each docstring
 says what the seed's test stands for here. The others live next to the feature they cover
-(test_audit.py: #15; test_webhook.py: #3; test_labels.py: #4; test_templates.py: #8, #13,
-#17).
+(test_audit.py: #15; test_webhook.py: #3; test_labels.py: #4, #5, #7; test_flow_labels.py: #4;
+test_taint.py: #3, #11, #12; test_templates.py: #8, #13, #17; test_vault.py: #2;
+test_crash_gc.py: #6; test_url_tokens.py: #10).
 """
 
 from __future__ import annotations

@@ -99,7 +99,13 @@ class DockerSandbox(Sandbox):
             labels = info.get("Config", {}).get("Labels") or {}
             if labels.get(CONFIG_LABEL) == spec["Labels"][CONFIG_LABEL]:
                 self.container = existing
-                if not info["State"]["Running"]:
+                if info["State"]["Running"]:
+                    # close() stops it: still running means its executor died uncleanly, and
+                    # the commands it ran there may still run (invariant I): end them all.
+                    log.warning("sandbox container %s was left running: restarting it to end "
+                                "the commands of an executor that died", self.name)
+                    await self._call(existing.restart(t=0))
+                else:
                     await self._call(existing.start())
                 self._ready = _done()
                 return
