@@ -187,7 +187,7 @@ async def run_process(
     Raises OSError if the program cannot be started (for example, cwd does not exist).
     """
     started = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
+    spawn = asyncio.ensure_future(asyncio.create_subprocess_exec(
         *argv,
         cwd=cwd,
         env=dict(env),
@@ -195,7 +195,18 @@ async def run_process(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
         start_new_session=True,
-    )
+    ))
+    try:
+        proc = await asyncio.shield(spawn)
+    except asyncio.CancelledError:
+        # Cancelled while asyncio was still connecting the pipes: the command already runs
+        # (it may have started children). Cancelling the spawn would kill only the launcher
+        # and orphan the rest, so let it finish, then kill the whole group.
+        with contextlib.suppress(Exception):
+            late = await spawn
+            _kill_group(late)
+            _close(late)
+        raise
     lease = _leases.take(proc.pid)  # stays behind only if the executor dies uncleanly
     try:
         return await _supervise(proc, started, timeout, output_limit, stdin)

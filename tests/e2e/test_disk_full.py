@@ -95,9 +95,12 @@ async def test_disk_full_is_plain_shown_and_survived(tmp_path: Path) -> None:
         seen = status(inst)
         storage = seen["storage"]
         assert isinstance(storage, dict) and storage["full"], seen
-        await asyncio.sleep(20)  # past stale_after: a full store must not get actors killed
-        seen = status(inst)
-        assert seen["stale"], "the supervisor's record cannot be current on a full store"
+        # Past stale_after (stretched on a busy machine): a full store must not get actors
+        # killed (checked at the end), and the supervisor's record cannot stay current.
+        deadline = time.monotonic() + 150
+        while not status(inst)["stale"]:
+            assert time.monotonic() < deadline, "the supervisor's record stayed current"
+            await asyncio.sleep(1)
         ballast.unlink()
         # Until the next check raises the limit the store still refuses (`chat` says to send
         # again); then it takes messages by itself.
