@@ -9,11 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bus import Bus, StoreFull
-from contracts import TerminalInput
 from contracts.config import Settings
-from supervisor.process.natsserver import EmbeddedNats
-from supervisor.process.storage import MiB, StorageWatch, measure
 from tests.actors.harness import actors
 from tests.actors.test_slack import (  # noqa: F401 - fixtures
     ALICE,
@@ -25,7 +21,7 @@ from tests.actors.test_slack import (  # noqa: F401 - fixtures
     turns_in,
 )
 from tests.fakes.slack_server import FakeSlack
-from tests.supervisor.test_storage import mounted_small_disk
+from tests.supervisor.test_storage import mounted_small_disk, tight_store
 
 
 @pytest.fixture
@@ -37,41 +33,22 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 async def test_a_full_store_is_told_on_slack_and_the_message_taken_when_space_returns(
     slack: FakeSlack, settings: Callable[..., Settings], small_disk: Path, prefix: str  # noqa: F811
 ) -> None:
-    ballast = small_disk / "ballast"
-    ballast.write_bytes(b"\0" * 30 * MiB)
-    store = small_disk / "jetstream"
-    server = EmbeddedNats(store, max_file_store=measure(store).limit)
-    url = await server.start()
-    supervise = asyncio.create_task(server.supervise())
-    bus = Bus(url, prefix)
-    try:
-        await bus.connect()
-        await bus.provision()
-        async with actors(settings(WM__NATS__URL=url), "channel"):
+    async with tight_store(small_disk, prefix) as disk:
+        async with actors(settings(WM__NATS__URL=disk.url), "channel"):
             await slack.wait_connected()
-            with pytest.raises(StoreFull):
-                for i in range(300):
-                    await bus.publish(bus.subjects.cmd("test", "fill"),
-                                      TerminalInput(id=f"f{i}", chat="c", text="x" * 100_000))
+            await disk.fill()
             env = await slack.push("events_api", slack.dm(ALICE, "while the disk is full"))
             await slack.wait_posted(lambda ms: slack.posted(ALICE) and slack.posted(OWNER))
             assert "storage is full" in texts(slack.posted(ALICE))[0]
             assert "disk is full" in texts(slack.posted(OWNER))[0]
             assert not env.acked.is_set()  # Slack keeps it and sends it again
-            ballast.unlink()
-            assert await StorageWatch(server).check()
+            await disk.free()
             await slack.redeliver(env)
             async with asyncio.timeout(60):
                 while not env.acked.is_set():
                     await slack.redeliver(env)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(env.acked.wait(), 5)
-            stored = [t for t in await turns_in(bus) if t.get("text") == "while the disk is full"]
+            stored = [t for t in await turns_in(disk.bus) if t.get("text") == "while the disk is full"]
         assert len(stored) == 1
         assert len(slack.posted(ALICE)) == 1  # told once, not once per redelivery
-    finally:
-        await bus.close()
-        await server.stop()
-        supervise.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await supervise

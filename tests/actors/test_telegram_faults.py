@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from actors.channel._telegram_in import MAX_TEXT
-from bus import Bus, StoreFull
-from contracts import TerminalInput
+from bus import Bus
 from contracts.config import Settings
-from supervisor.process.natsserver import EmbeddedNats
-from supervisor.process.storage import MiB, StorageWatch, measure
 from tests.actors.harness import actors
 from tests.actors.test_telegram import FRIEND, OWNER, confirmed, tg_settings, turns, until
 from tests.fakes.telegram_server import FakeTelegram
-from tests.supervisor.test_storage import mounted_small_disk
+from tests.supervisor.test_storage import mounted_small_disk, tight_store
 
 pytestmark = pytest.mark.usefixtures("telegram_env")
 SettingsFor = Callable[..., Settings]
@@ -72,37 +67,18 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 async def test_a_full_store_is_told_directly_and_the_update_taken_when_space_returns(
     tg: FakeTelegram, settings_for: SettingsFor, small_disk: Path, prefix: str
 ) -> None:
-    ballast = small_disk / "ballast"
-    ballast.write_bytes(b"\0" * 30 * MiB)
-    store = small_disk / "jetstream"
-    server = EmbeddedNats(store, max_file_store=measure(store).limit)
-    url = await server.start()
-    supervise = asyncio.create_task(server.supervise())
-    bus = Bus(url, prefix)
-    try:
-        await bus.connect()
-        await bus.provision()
-        settings = tg_settings(settings_for, tg, WM__NATS__URL=url)
+    async with tight_store(small_disk, prefix) as disk:
+        settings = tg_settings(settings_for, tg, WM__NATS__URL=disk.url)
         async with actors(settings, "channel"):
             await confirmed(tg, tg.inject(tg.message(FRIEND, "before")))
-            with pytest.raises(StoreFull):
-                for i in range(300):
-                    await bus.publish(bus.subjects.cmd("test", "fill"),
-                                      TerminalInput(id=f"f{i}", chat="c", text="x" * 100_000))
+            await disk.fill()
             waiting = tg.inject(tg.message(FRIEND, "while the disk is full"))
             await tg.wait_for(lambda: tg.messages_to(FRIEND) and tg.messages_to(OWNER))
             assert "storage is full" in tg.messages_to(FRIEND)[0]["text"]
             assert "disk is full" in tg.messages_to(OWNER)[0]["text"]
             assert tg.confirmed < waiting  # not confirmed: Telegram keeps it for us
-            ballast.unlink()
-            assert await StorageWatch(server).check()
+            await disk.free()
             await confirmed(tg, waiting)
-            got = await until(lambda: _n_turns(bus, 2), timeout=60)
+            got = await until(lambda: _n_turns(disk.bus, 2), timeout=60)
         assert [t["text"] for t in got] == ["before", "while the disk is full"]
         assert len(tg.messages_to(FRIEND)) == 1  # told once, not once per retry
-    finally:
-        await bus.close()
-        await server.stop()
-        supervise.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await supervise

@@ -9,7 +9,8 @@ import contextlib
 import json
 import stat
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,49 @@ def mounted_small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+
+
+@dataclass
+class TightStore:
+    """A nats-server whose JetStream store sits on a small disk that ballast nearly fills."""
+
+    server: EmbeddedNats
+    url: str
+    bus: Bus
+    ballast: Path
+
+    async def fill(self) -> None:
+        """Publish until the store refuses (StoreFull)."""
+        with pytest.raises(StoreFull):
+            for i in range(300):
+                await self.bus.publish(self.bus.subjects.cmd("test", "fill"),
+                                       TerminalInput(id=f"f{i}", chat="c", text="x" * 100_000))
+
+    async def free(self) -> None:
+        """Remove the ballast; the storage check raises the store's limit again."""
+        self.ballast.unlink()
+        assert await StorageWatch(self.server).check()
+
+
+@contextlib.asynccontextmanager
+async def tight_store(disk: Path, prefix: str) -> AsyncIterator[TightStore]:
+    ballast = disk / "ballast"
+    ballast.write_bytes(b"\0" * 30 * MiB)
+    store = disk / "jetstream"
+    server = EmbeddedNats(store, max_file_store=measure(store).limit)
+    url = await server.start()
+    supervise = asyncio.create_task(server.supervise())
+    bus = Bus(url, prefix)
+    try:
+        await bus.connect()
+        await bus.provision()
+        yield TightStore(server, url, bus, ballast)
+    finally:
+        await bus.close()
+        await server.stop()
+        supervise.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await supervise
 
 
 @pytest.fixture
