@@ -67,6 +67,7 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
         self._turns: dict[str, dict[str, Any]] = {}  # session -> its turn in progress, for status
         self._outage_known: bool | None = None  # whether the owner was told of an outage
         self._states = StateCache(self.bus, self.subjects.kv_sessions)
+        self._tools_waited = False  # waited once for the executor's first tool list
 
     async def on_start(self) -> None:
         self.spawn(self._sweep(), "deadlines")
@@ -376,12 +377,12 @@ class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, 
     async def _tools(self) -> list[ToolSpec]:
         """Tool definitions the executor published. On a fresh home it may not have published
         yet: wait for them (bounded), or the first turns would be answered without tools."""
-        waited = getattr(self, "_tools_waited", False)
-        deadline = time.monotonic() + (0 if waited else self.config.planner.tools_wait_secs)
+        deadline = time.monotonic() + (
+            0 if self._tools_waited else self.config.planner.tools_wait_secs)
         while True:
             tools = await self.bus.kv_get_as(self.subjects.kv_state, "tools", list[ToolSpec])
             if tools is not None or time.monotonic() >= deadline:
-                self._tools_waited = True  # once per process: later turns do not wait again
+                self._tools_waited = True  # later turns of this process do not wait
                 return tools or []
             await asyncio.sleep(0.2)
 
