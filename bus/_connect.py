@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
+from collections.abc import Awaitable
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: The first attempt's handshake timeout; doubled after each attempt that timed out.
 FIRST_TIMEOUT = 2.0
@@ -40,6 +46,32 @@ def is_timeout(exc: BaseException) -> bool:
         isinstance(exc, OSError) and exc.errno == errno.ETIMEDOUT)
 
 
+def is_refusal(exc: BaseException) -> bool:
+    """The server refused the credentials: a retry with the same ones cannot succeed."""
+    from nats import errors
+
+    return isinstance(exc, errors.AuthorizationError) or "authorization" in str(exc).lower()
+
+
+async def first_of(work: Awaitable[T], stop: asyncio.Event, timeout: float) -> T:
+    """`work`'s result, unless `stop` is set first (then the last error stands, as
+    TimeoutError's cause) or `timeout` passes (TimeoutError)."""
+    task = asyncio.ensure_future(work)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        done, _ = await asyncio.wait({task, stopped}, timeout=timeout,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        raise TimeoutError("stopped" if stopped in done else f"no connection in {timeout}s")
+    finally:
+        for pending in (task, stopped):
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(BaseException):
+                    await pending
+
+
 def describe(exc: BaseException | None, waited: float) -> str:
     """Why a connection could not be made, as words (never empty)."""
     from nats import errors
@@ -50,7 +82,7 @@ def describe(exc: BaseException | None, waited: float) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return ("connection refused: nothing listens there (is `wintermute up` running, and "
                 "is this the URL it printed?)")
-    if isinstance(exc, errors.AuthorizationError) or "authorization" in str(exc).lower():
+    if is_refusal(exc):
         return ("authorization violation: the server refused these credentials (with the "
                 "embedded server, let `wintermute up` create them again by restarting it)")
     if isinstance(exc, errors.NoServersError):

@@ -16,7 +16,7 @@ from nats.js.errors import BadRequestError, KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from bus import tracing
-from bus._connect import AdaptiveTimeout, describe
+from bus._connect import AdaptiveTimeout, describe, first_of, is_refusal
 from bus.codec import encode
 from bus.kv import KvOps
 from bus.streams import StreamOps
@@ -121,12 +121,15 @@ class Bus(KvOps, StreamOps):
         pace = AdaptiveTimeout()
         nc = Client()
         first_error: list[BaseException] = []  # the latest error before the first connection
+        refused = asyncio.Event()  # the server said no to these credentials: no use waiting
 
         async def on_error(exc: Exception) -> None:
             pace.failed(exc)
             nc.options["connect_timeout"] = pace.current
             if not nc.is_connected and self._nc is None:
                 first_error[:] = [exc]  # said once, at the end, if it never works
+                if is_refusal(exc):
+                    refused.set()
                 return
             if "permissions violation" in str(exc).lower():
                 log.error("nats refused this as %s: %s (see bus/permissions.py)",
@@ -153,13 +156,15 @@ class Bus(KvOps, StreamOps):
         try:
             # nats.py retries a first connection forever itself (max_reconnect_attempts=-1),
             # a refused password included: bound it here.
-            await asyncio.wait_for(nc.connect(
+            # A refusal of the credentials ends the wait at once: a busy machine's slow
+            # handshake is waited for, a wrong key is not retried until `timeout`.
+            await first_of(nc.connect(
                 self.url, name=self.name, max_reconnect_attempts=-1,
                 # nats.py annotates these as int; it only sleeps and waits on them
                 reconnect_time_wait=0.5, connect_timeout=pace.current,  # type: ignore[arg-type]
                 error_cb=on_error, reconnected_cb=on_reconnect,
                 **kwargs,
-            ), timeout)
+            ), refused, timeout)
         except Exception as exc:  # noqa: BLE001 - any failure to connect is reported
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), 2)

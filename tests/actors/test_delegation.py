@@ -238,9 +238,13 @@ async def test_a_node_past_its_deadline_continues_then_passes_on_its_partial_res
     what its tools found is not lost: the dependent gets it and so does the parent."""
     settings = settings_for(**MODEL, WM__BUDGET__MAX_REPEATED_TOOL_CALLS="0",
                             WM__BUDGET__MAX_TOOL_CALLS_PER_TURN="1000",
-                            WM__PLANNER__SWEEP_EVERY_SECS="0.2")
+                            WM__PLANNER__SWEEP_EVERY_SECS="0.2",
+                            # no budget slice: a fast machine loops often enough in 2.5 s to
+                            # spend one, and the node must run out of time, not of tokens
+                            WM__DELEGATION__BUDGET_TOKENS="0")
     dag = delegate(
-        {"id": "a", "role": "worker", "task": "loop: printf found-%s 7", "deadline_secs": 2.5},
+        {"id": "a", "role": "worker", "task": "loop: sleep 0.1; printf found-%s 7",
+         "deadline_secs": 2.5},
         {"id": "b", "role": "worker", "task": "use it", "depends_on": ["a"]},
     ).replace("loop:", "loop\\u003a")  # a loop for the sub-agent, not for the parent's model
     async with actors(settings, *ALL), chat(settings) as c:
