@@ -27,6 +27,7 @@ lint: install
 
 # every figure of issue #14 next to its goal and the load average, also in bench.json (never asserted in tests)
 bench *ARGS: install
+    {{py}} -m pip install -q -e '.[bench]'
     {{py}} -m benchmarks.bench {{ARGS}}
 
 # fault-injection campaign (kill -9, SIGSTOP, nats-server kills) that prints figures
