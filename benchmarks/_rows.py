@@ -20,11 +20,12 @@ def startup() -> list[dict[str, Any]]:
     goals = out["goals"]
     rows = []
     for run in out["up"]:
-        slowest = max(run["actors"].items(), key=lambda kv: kv[1]["health_s"], default=("", {}))
+        actors: dict[str, dict[str, float]] = run["actors"]
+        slowest = max(actors, key=lambda name: actors[name]["health_s"], default="")
         rows.append(figure(f"`up` -> all actors healthy, {run['home']} home (s)",
                            run["all_healthy_s"], f"<= {goals['all_healthy_s']}",
                            run["all_healthy_s"] <= goals["all_healthy_s"],
-                           runtime_json_s=run["runtime_s"], last=slowest[0]))
+                           runtime_json_s=run["runtime_s"], last=slowest))
     last = out["up"][-1]
     idle = last["idle"]
     rows.append(figure("idle memory of all processes, RSS / PSS (MB)",
