@@ -1,0 +1,117 @@
+"""bwrap with network "proxy": one network namespace per sandbox, its forwarder started once and
+joined by every command (actors/executor/sandbox/netns.py), with the per-command forwarder as
+the fallback. Real bubblewrap, real egress proxy, a loopback origin standing for the internet."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from actors.executor.command import CommandResult
+from actors.executor.egress_proxy import EgressProxy
+from actors.executor.sandbox.base import EGRESS_SOCKET, Layout
+from actors.executor.sandbox.bwrap import BwrapSandbox
+from tests.fakes.egress import PUBLIC_IP, LoopbackDialer, Origin
+from tests.fakes.sandboxes import require
+
+FETCH = ('(exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://allowed.example/ HTTP/1.1\\r\\n'
+         'Host: allowed.example\\r\\n\\r\\n" >&3; cat <&3); echo')
+NETNS = "readlink /proc/self/ns/net"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bwrap_installed() -> None:
+    require({"bwrap": "bubblewrap", "nsenter": "util-linux"})
+
+
+@pytest.fixture
+async def origin() -> AsyncIterator[Origin]:
+    server = await Origin().start()
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def sb(home: Path, origin: Origin) -> AsyncIterator[BwrapSandbox]:
+    layout = Layout(home)
+    folder = layout.egress_dir()
+    proxy = EgressProxy(["allowed.example"], dialer=LoopbackDialer({"allowed.example": [PUBLIC_IP]},
+                                                                   origin))
+    await proxy.start_unix(folder / EGRESS_SOCKET)
+    sandbox = BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+    yield sandbox
+    await sandbox.close()
+
+
+async def run(sb: BwrapSandbox, command: str, timeout: float = 30) -> CommandResult:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    return await sb.run(command, cwd=sb.layout.workspace, timeout=timeout, output_limit=20_000,
+                        env=env)
+
+
+async def test_commands_share_one_loopback_only_namespace_whose_forwarder_they_cannot_see(
+    sb: BwrapSandbox,
+) -> None:
+    await sb.probe()
+    assert "a forwarder per sandbox" in sb.note
+    first = await run(sb, f"{NETNS}; {FETCH}; cut -d: -f1 /proc/net/dev | tail -n +3")
+    second = await run(sb, f"{NETNS}; {FETCH}; cat /proc/[0-9]*/cmdline | tr '\\0' ' '")
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    ns, ns2 = first.output.split()[0], second.output.split()[0]
+    assert ns == ns2 != os.readlink("/proc/self/ns/net")  # shared, and not the host's
+    assert first.output.count("hello from allowed.example") == 1
+    assert second.output.count("hello from allowed.example") == 1
+    assert first.output.split()[-1] == "lo" and "eth" not in first.output  # loopback only
+    # its own pid namespace: the forwarder (python ... init 3128 ...) is not among its processes
+    assert "init 3128" not in second.output and "cat /proc/" in second.output
+
+
+async def test_nothing_a_command_leaves_listening_reaches_the_next(sb: BwrapSandbox) -> None:
+    listen = ("setsid python3 -c \"import socket, time\ns = socket.socket()\n"
+              "s.bind(('127.0.0.1', 4000)); s.listen(); time.sleep(60)\" >/dev/null 2>&1 &\n"
+              "for i in $(seq 200); do (exec 3<>/dev/tcp/127.0.0.1/4000) 2>/dev/null "
+              "&& echo listening && break; sleep 0.05; done")
+    first = await run(sb, listen)
+    assert "listening" in first.output, first.output
+    second = await run(sb, "(exec 3<>/dev/tcp/127.0.0.1/4000) 2>&1; echo done")
+    assert "Connection refused" in second.output and "done" in second.output
+
+
+async def test_a_forwarder_that_died_is_started_again(sb: BwrapSandbox, origin: Origin) -> None:
+    assert "hello from allowed.example" in (await run(sb, FETCH)).output
+    assert sb.net is not None and sb.net.proc is not None
+    sb.net.proc.kill()
+    await sb.net.proc.wait()
+    again = await run(sb, FETCH)
+    assert "hello from allowed.example" in again.output, again.output
+    assert origin.hits == 2
+
+
+async def test_without_a_shared_namespace_each_command_starts_its_own_forwarder(
+    sb: BwrapSandbox, origin: Origin,
+) -> None:
+    assert sb.net is not None
+    await sb.net.disable()
+    await sb.probe()
+    assert "a forwarder per command" in sb.note
+    first = await run(sb, f"{NETNS}; {FETCH}")
+    second = await run(sb, f"{NETNS}; exit 3")
+    assert "hello from allowed.example" in first.output and second.exit_code == 3
+    assert first.output.split()[0] != second.output.split()[0]  # a namespace per command
+    assert origin.hits == 1
+
+
+async def test_one_command_cannot_hold_the_shared_forwarder(sb: BwrapSandbox) -> None:
+    # 130 idle connections: the forwarder takes 128 at most and refuses the rest at once.
+    hog = ("for i in $(seq 130); do exec {fd}<>/dev/tcp/127.0.0.1/3128 || exit 9; done; "
+           "timeout 20 head -c 300 <&$fd")
+    res = await run(sb, hog)
+    assert "503 Service Unavailable" in res.output and "Too many connections" in res.output, res.output
+    # its connections ended with it: the next command gets through (their threads end promptly)
+    retry = ("for i in $(seq 100); do out=$(" + FETCH + "); case $out in *'hello from'*) "
+             "echo \"$out\"; break;; esac; sleep 0.1; done")
+    again = await run(sb, retry)
+    assert "hello from allowed.example" in again.output, again.output
