@@ -115,3 +115,17 @@ async def test_one_command_cannot_hold_the_shared_forwarder(sb: BwrapSandbox) ->
              "echo \"$out\"; break;; esac; sleep 0.1; done")
     again = await run(sb, retry)
     assert "hello from allowed.example" in again.output, again.output
+
+
+async def test_commands_in_the_shared_namespace_behave_as_in_their_own(sb: BwrapSandbox) -> None:
+    """Exit status, signals, stdout and stderr, rlimits and the timeout: as with network none."""
+    plain = BwrapSandbox(sb.layout, network="none", limits=sb.limits)
+    commands = ["echo out; echo err >&2; exit 7", "kill -TERM $$", "ulimit -f; ulimit -t",
+                "sleep 60 & sleep 60; echo never"]
+    for command in commands:
+        timeout = 1 if "sleep" in command else 30
+        got, want = await run(sb, command, timeout), await run(plain, command, timeout)
+        assert (got.exit_code, got.output, got.timed_out) == (
+            want.exit_code, want.output, want.timed_out), command
+    assert got.timed_out and got.exit_code is None
+    assert sb.net is not None and sb.net.fd is not None  # it did run in the shared namespace
