@@ -5,6 +5,7 @@ the fallback. Real bubblewrap, real egress proxy, a loopback origin standing for
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -129,3 +130,22 @@ async def test_commands_in_the_shared_namespace_behave_as_in_their_own(sb: Bwrap
             want.exit_code, want.output, want.timed_out), command
     assert got.timed_out and got.exit_code is None
     assert sb.net is not None and sb.net.fd is not None  # it did run in the shared namespace
+
+
+async def test_where_commands_cannot_join_the_namespace_they_start_their_own_forwarder(
+    sb: BwrapSandbox,
+) -> None:
+    # as for a non-root executor: joining the namespace fails (here: a nsenter that always fails)
+    assert sb.net is not None
+    sb.net.nsenter = shutil.which("false")
+    await sb.probe()
+    assert not sb.net.usable and sb.net.proc is None and "a forwarder per command" in sb.note
+    res = await run(sb, FETCH)
+    assert "hello from allowed.example" in res.output, res.output
+
+
+async def test_reset_starts_a_fresh_namespace(sb: BwrapSandbox) -> None:
+    before = (await run(sb, NETNS)).output.split()[0]
+    assert "start afresh" in await sb.reset()
+    after = await run(sb, f"{NETNS}; {FETCH}")
+    assert after.output.split()[0] != before and "hello from allowed.example" in after.output

@@ -223,6 +223,13 @@ class BwrapSandbox(Sandbox):
         finally:
             await asyncio.to_thread(self.limits.remove, cgroups)
 
+    async def reset(self) -> str:
+        if self.net is None:
+            return await super().reset()
+        await self.net.close()  # the next command starts a fresh namespace and forwarder
+        return ("The bwrap sandbox keeps no state between commands; its egress forwarder and "
+                "network namespace start afresh with the next command.")
+
     async def close(self) -> None:
         if self.net is not None:
             await self.net.close()
