@@ -4,8 +4,10 @@ the fallback. Real bubblewrap, real egress proxy, a loopback origin standing for
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -149,3 +151,45 @@ async def test_reset_starts_a_fresh_namespace(sb: BwrapSandbox) -> None:
     assert "start afresh" in await sb.reset()
     after = await run(sb, f"{NETNS}; {FETCH}")
     assert after.output.split()[0] != before and "hello from allowed.example" in after.output
+
+
+KILLED_EXECUTOR = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from actors.executor.egress_proxy import EgressProxy
+from actors.executor.sandbox.base import EGRESS_SOCKET, Layout
+from actors.executor.sandbox.bwrap import BwrapSandbox
+
+async def main():
+    layout = Layout(Path(sys.argv[1]))
+    folder = layout.egress_dir()
+    proxy = EgressProxy([])
+    await proxy.start_unix(folder / EGRESS_SOCKET)
+    sb = BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+    await sb.probe()
+    pid = sb.net.proc.pid
+    print(pid, open(f"/proc/{pid}/task/{pid}/children").read(), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+asyncio.run(main())
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+async def test_the_forwarder_dies_with_a_killed_executor(home: Path) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", KILLED_EXECUTOR, str(home), stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == -9
+    pids = [int(p) for p in out.split()]
+    assert len(pids) == 2, out  # bwrap and the namespace's init, the forwarder's parent
+    deadline = asyncio.get_running_loop().time() + 30
+    while any(_alive(p) for p in pids):
+        assert asyncio.get_running_loop().time() < deadline, "the forwarder outlived its executor"
+        await asyncio.sleep(0.05)
