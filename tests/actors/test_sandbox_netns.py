@@ -8,6 +8,7 @@ import asyncio
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -123,7 +124,7 @@ async def test_one_command_cannot_hold_the_shared_forwarder(sb: BwrapSandbox) ->
 async def test_commands_in_the_shared_namespace_behave_as_in_their_own(sb: BwrapSandbox) -> None:
     """Exit status, signals, stdout and stderr, rlimits and the timeout: as with network none."""
     plain = BwrapSandbox(sb.layout, network="none", limits=sb.limits)
-    commands = ["echo out; echo err >&2; exit 7", "kill -TERM $$", "ulimit -f; ulimit -t",
+    commands = ["echo out; echo err >&2; exit 7", "kill -TERM $$", "ulimit -f; ulimit -t; id",
                 "sleep 60 & sleep 60; echo never"]
     for command in commands:
         timeout = 1 if "sleep" in command else 30
@@ -193,3 +194,69 @@ async def test_the_forwarder_dies_with_a_killed_executor(home: Path) -> None:
     while any(_alive(p) for p in pids):
         assert asyncio.get_running_loop().time() < deadline, "the forwarder outlived its executor"
         await asyncio.sleep(0.05)
+
+
+AS_NOBODY = r"""
+import asyncio, sys
+from pathlib import Path
+from actors.executor.egress_proxy import EgressProxy
+from actors.executor.sandbox.base import EGRESS_SOCKET, Layout
+from actors.executor.sandbox.bwrap import BwrapSandbox
+
+GET = ('exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://blocked.example/ HTTP/1.1\r\n'
+       'Host: blocked.example\r\n\r\n" >&3; head -1 <&3')
+
+async def main():
+    layout = Layout(Path(sys.argv[1]))
+    folder = layout.egress_dir()
+    proxy = EgressProxy([])
+    await proxy.start_unix(folder / EGRESS_SOCKET)
+    sb = BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+    try:
+        await sb.probe()
+        print(sb.note)
+        for _ in range(2):
+            res = await sb.run("id -u; readlink /proc/self/ns/net; " + GET, cwd=layout.workspace,
+                               timeout=30, output_limit=5000, env={"PATH": "/usr/bin:/bin"})
+            print("exit", res.exit_code, res.output.replace("\n", " "))
+    finally:
+        await sb.close()
+
+asyncio.run(main())
+"""
+REAL_PYTHON = os.path.realpath(sys.executable)
+NOBODY = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+
+
+async def _as_nobody(*argv: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *NOBODY, *argv, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode()
+
+
+async def test_a_non_root_executor_joins_through_the_holders_user_namespace() -> None:
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run an executor as another user")
+    python = None
+    for candidate in (REAL_PYTHON, "/usr/bin/python3"):  # its packages: this venv's, by path
+        # run twice: setpriv execs its program before its capabilities are gone
+        check = "import msgspec, subprocess, sys; subprocess.run([sys.executable, '-V'], check=True)"
+        if (await _as_nobody(candidate, "-c", check))[0] == 0:
+            python = candidate
+            break
+    if python is None:
+        pytest.skip(f"no Python {sys.version_info[:2]} that user nobody may run")
+    home = Path(tempfile.mkdtemp(prefix="wm-nobody-"))
+    try:
+        os.chown(home, 65534, 65534)
+        code, out = await _as_nobody(python, "-c", AS_NOBODY, str(home))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert code == 0, out
+    assert "a forwarder per sandbox" in out, out
+    runs = [line.split() for line in out.splitlines() if line.startswith("exit ")]
+    assert len(runs) == 2 and all(r[1:3] == ["0", "65534"] for r in runs), out
+    assert runs[0][3] == runs[1][3] and "403" in runs[0] and "403" in runs[1], out

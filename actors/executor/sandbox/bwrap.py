@@ -164,7 +164,8 @@ class BwrapSandbox(Sandbox):
         inner = [self.bash, "-c", command]
         if shared is not None:
             # bwrap unshares everything but the network it starts in: the shared namespace.
-            return [*shared, self.base[0], self.base[1], "--share-net", *self.base[2:],
+            assert self.net is not None
+            return [*shared, self.base[0], self.base[1], *self.net.bwrap_args, *self.base[2:],
                     "--chdir", cwd, "--", *inner]
         if self.network == "proxy":
             sock = f"{EGRESS_INSIDE}/{EGRESS_SOCKET}"

@@ -11,15 +11,20 @@ stays the only way out.
 
 The executor holds the namespace by an fd opened from the holder's /proc entry and checked
 against the inode bwrap reported (`--info-fd`), so a reused pid can never point a command at
-another namespace. Where commands cannot join it (no nsenter; joining a namespace needs
-CAP_SYS_ADMIN, so a non-root executor cannot), `start` returns None and the sandbox keeps a
-forwarder per command. A holder that died is started afresh before the next command.
+another namespace. Joining a network namespace needs CAP_SYS_ADMIN over the user namespace that
+owns it: root has it; a non-root executor first joins that user namespace (the holder's, found
+with NS_GET_USERNS on the namespace's fd; `nsenter --preserve-credentials`), and bwrap then
+nests the command's own user namespace in it with the executor's uid and gid, as a command in a
+namespace of its own sees them. Where commands cannot join (no nsenter, or nsenter refused),
+`enter` returns None and the sandbox keeps a forwarder per command. A holder that died is
+started afresh before the next command.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
 import shutil
@@ -32,6 +37,7 @@ from actors.executor.sandbox.base import EGRESS_INSIDE, EGRESS_SOCKET, FORWARD_S
 log = logging.getLogger(__name__)
 
 START_TIMEOUT = 15.0  # generous: a busy machine starts bwrap and an interpreter slowly
+NS_GET_USERNS = 0xB701  # ioctl on a namespace fd: an fd of the user namespace that owns it
 LISTENING = f"0100007F:{PROXY_PORT:04X} 00000000:0000 0A"  # /proc/net/tcp: 127.0.0.1:3128 LISTEN
 
 
@@ -70,7 +76,12 @@ class SharedNet:
         self.nsenter = shutil.which("nsenter")
         self.proc: asyncio.subprocess.Process | None = None
         self.fd: int | None = None
+        self.user_fd: int | None = None
+        self.root = os.geteuid() == 0
         self.usable = self.nsenter is not None
+        # what bwrap needs in the joined namespace: keep it; without root, the command's uid/gid
+        self.bwrap_args = ["--share-net"] + ([] if self.root else [
+            "--uid", str(os.getuid()), "--gid", str(os.getgid())])
         self._lock = asyncio.Lock()
 
     async def enter(self) -> list[str] | None:
@@ -90,7 +101,13 @@ class SharedNet:
                     log.warning("bwrap: no shared network namespace (%s); the egress forwarder "
                                 "starts with each command instead", exc)
                     return None
-            return [str(self.nsenter), f"--net=/proc/{os.getpid()}/fd/{self.fd}", "--"]
+            return self._prefix()
+
+    def _prefix(self) -> list[str]:
+        me = f"/proc/{os.getpid()}/fd"
+        user = ([] if self.user_fd is None else
+                ["--preserve-credentials", f"--user={me}/{self.user_fd}"])
+        return [str(self.nsenter), *user, f"--net={me}/{self.fd}", "--"]
 
     async def _start(self) -> None:
         read, write = os.pipe()
@@ -113,13 +130,16 @@ class SharedNet:
         self.fd = fd
         if os.fstat(fd).st_ino != info.net_namespace:  # the pid was reused: not our namespace
             raise RuntimeError("the forwarder's namespace ended while it was being opened")
+        if not self.root:
+            self.user_fd = fcntl.ioctl(fd, NS_GET_USERNS)
+            os.set_inheritable(self.user_fd, False)
         await self._wait_listening(info.child_pid)
         probe = await asyncio.create_subprocess_exec(
-            str(self.nsenter), f"--net=/proc/{os.getpid()}/fd/{fd}", "--", "true",
+            *self._prefix(), "true",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL)
         if await probe.wait() != 0:
-            raise RuntimeError("nsenter may not join it (joining needs CAP_SYS_ADMIN)")
+            raise RuntimeError("nsenter may not join it")
 
     async def _wait_listening(self, pid: int) -> None:
         """Until the forwarder listens, so a command's first request finds the port open."""
@@ -137,9 +157,10 @@ class SharedNet:
             delay = min(delay * 2, 0.05)
 
     async def _stop(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        for fd in (self.fd, self.user_fd):
+            if fd is not None:
+                os.close(fd)
+        self.fd = self.user_fd = None
         proc, self.proc = self.proc, None
         if proc is not None and proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
