@@ -55,6 +55,20 @@ def _llm_overhead(inst: Instance) -> list[float]:
     return out
 
 
+def _messages(before: dict[str, int], between: dict[str, int],
+              after: dict[str, int]) -> dict[str, Any]:
+    """NATS messages per turn that clients sent the server (publishes, JetStream API requests,
+    acks), by client, for the plain turns and then the tool turns."""
+    def per(a: dict[str, int], b: dict[str, int]) -> dict[str, float]:
+        by = {k: round((v - a.get(k, 0)) / TURNS, 1) for k, v in b.items()}
+        return {k: v for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v}
+
+    plain, tool = per(before, between), per(between, after)
+    return figure("NATS messages sent to the server per turn: plain / tool turn",
+                  f"{plain.get('all', 0):.0f} / {tool.get('all', 0):.0f}", "a handful per hop",
+                  None, plain_by_client=plain, tool_by_client=tool)
+
+
 async def latency(fake: TimedLLM) -> list[dict[str, Any]]:
     figs = []
     async with Instance(fake).running() as inst:
@@ -62,12 +76,16 @@ async def latency(fake: TimedLLM) -> list[dict[str, Any]]:
         await _sequential(inst, "warm up", 3)
         await _sequential(inst, "run: true", 2)
         inst.hops.requests.clear()
+        before = await inst.server_messages()
         plain, pm = await _sequential(inst, "hello there", TURNS)
+        between = await inst.server_messages()
         over = [(a - b) * 1000 for a, b in zip(plain, pm, strict=True)]
         figs.append(figure("plain turn, model ~1 ms: framework overhead p50 (ms)",
                            round(statistics.median(over), 1), "<= 8", statistics.median(over) <= 8,
                            p95=round(_pct(over, 0.95), 1)))
         tool, tm = await _sequential(inst, "run: true", TURNS)
+        after = await inst.server_messages()
+        figs.append(_messages(before, between, after))
         over = [(a - b) * 1000 for a, b in zip(tool, tm, strict=True)]
         p50, p95 = statistics.median(over), _pct(over, 0.95)
         figs.append(figure("tool turn (2 model calls), model ~1 ms: overhead p50 / p95 (ms)",

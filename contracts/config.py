@@ -33,6 +33,9 @@ class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 class NatsConfig(_Section):
     url: str = ""  # empty: `up` starts the embedded nats-server
     port: int = 0  # embedded server port; 0 picks a free one
+    # Embedded server: its HTTP monitoring endpoints (/varz, /connz, /jsz) on 127.0.0.1 at this
+    # port, for Prometheus exporters and `just bench`'s message counts; 0: off.
+    monitor_port: int = 0
     prefix: str = "wm"
     credentials: str = ""  # path to a .creds file for an external server
     # A NATS user and password, or an nkey seed file (then `user` only names the inbox space,
@@ -41,6 +44,11 @@ class NatsConfig(_Section):
     password: str = ""
     seed: str = ""
     api_prefix: str = ""  # JetStream API prefix; empty: $JS.API (an actor's account: bus/accounts.py)
+
+    def __post_init__(self) -> None:
+        for key in ("port", "monitor_port"):
+            if not 0 <= getattr(self, key) <= 65535:
+                raise ValueError(f"{key} must be a TCP port, 0 to 65535")
 
 
 class BreakerConfig(_Section):
