@@ -71,6 +71,9 @@ class Hops:
 
     requests: dict[str, float] = field(default_factory=dict)
     responses: dict[str, float] = field(default_factory=dict)
+    # memory recalls a turn waits for, by turn id (the recall's id): asked, answered
+    recalls: dict[str, float] = field(default_factory=dict)
+    recalled: dict[str, float] = field(default_factory=dict)
 
 
 def _free_port() -> int:
@@ -188,7 +191,17 @@ class Instance:
                 self.hops.responses.setdefault(str(info.get("request_id")), now)
 
         await bus.subscribe(f"{p}.evt.channel.delivered.*", delivered)
+        async def memory(d: Delivery) -> None:
+            now = time.perf_counter()
+            info = msgspec.json.decode(d.data)
+            if d.subject.startswith(f"{p}.cmd.memory."):
+                self.hops.recalls.setdefault(str(info.get("turn_id") or info.get("id")), now)
+            else:
+                self.hops.recalled.setdefault(str(info.get("turn_id") or info.get("id")), now)
+
         await bus.subscribe(f"{p}.cmd.llm.*", llm)
+        await bus.subscribe(f"{p}.cmd.memory.recall", memory)
+        await bus.subscribe(f"{p}.evt.memory.recalled.*", memory)
         await bus.subscribe(f"{p}.evt.llm.response.*", llm)
 
     async def turn(self, text: str, chat: str | None = None) -> Turn:
