@@ -215,6 +215,8 @@ class BwrapSandbox(Sandbox):
     ) -> CommandResult:
         """bwrap under the launcher: in fresh cgroups (where possible) with rlimits set."""
         shared = await self.net.enter() if self.net is not None else None
+        if shared is None and self.net is not None:
+            self.note = self._describe()  # it may have just fallen back to a forwarder per command
         cgroups = self.limits.create()
         try:
             return await run_process(

@@ -112,14 +112,14 @@ class SharedNet:
     async def _start(self) -> None:
         read, write = os.pipe()
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                *self.args, "--info-fd", str(write), "--", self.python, "-I", "-S", "-c",
-                FORWARD_SOURCE, "init", str(PROXY_PORT), f"{EGRESS_INSIDE}/{EGRESS_SOCKET}",
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                stderr=asyncio.subprocess.DEVNULL, pass_fds=(write,), start_new_session=True)
-        finally:
-            os.close(write)
-        try:
+            try:
+                self.proc = await asyncio.create_subprocess_exec(
+                    *self.args, "--info-fd", str(write), "--", self.python, "-I", "-S", "-c",
+                    FORWARD_SOURCE, "init", str(PROXY_PORT), f"{EGRESS_INSIDE}/{EGRESS_SOCKET}",
+                    stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL, pass_fds=(write,), start_new_session=True)
+            finally:
+                os.close(write)  # bwrap's copy is the only writer: EOF once it has written
             raw = await asyncio.wait_for(asyncio.to_thread(_read_all, read), START_TIMEOUT)
         finally:
             os.close(read)
