@@ -260,3 +260,22 @@ async def test_a_non_root_executor_joins_through_the_holders_user_namespace() ->
     runs = [line.split() for line in out.splitlines() if line.startswith("exit ")]
     assert len(runs) == 2 and all(r[1:3] == ["0", "65534"] for r in runs), out
     assert runs[0][3] == runs[1][3] and "403" in runs[0] and "403" in runs[1], out
+
+
+async def test_a_tool_run_in_the_shared_namespace_sees_scripts_read_only(
+    sb: BwrapSandbox,
+) -> None:
+    """The read-only scripts/ of an agent-created tool's run holds for a command that joins
+    the shared network namespace, and for one that starts its own forwarder."""
+    scripts = sb.layout.scripts
+    (scripts / "other.py").write_text("print('mine')\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    for _ in ("shared", "per command"):
+        res = await sb.run(f"{NETNS}; echo evil > /scripts/other.py; echo evil > "
+                           f"{scripts}/other.py; {FETCH}", cwd=sb.layout.workspace, timeout=30,
+                           output_limit=20_000, env=env, read_only_scripts=True)
+        assert res.output.count("Read-only file system") == 2, res.output
+        assert "hello from allowed.example" in res.output, res.output
+        assert (scripts / "other.py").read_text() == "print('mine')\n"
+        assert sb.net is not None
+        await sb.net.disable()  # the second round: a forwarder per command

@@ -28,6 +28,7 @@ from actors.executor.sandbox.base import (
     FORWARD_SOURCE,
     PROXY_PORT,
     SANDBOX_HOME,
+    SCRIPTS,
     Layout,
     Sandbox,
     SandboxError,
@@ -98,6 +99,7 @@ class BwrapSandbox(Sandbox):
 
     kind = "bwrap"
     isolated = True
+    scripts_read_only = True
 
     def __init__(
         self, layout: Layout, *, network: str, proxy: EgressProxy | None = None,
@@ -158,20 +160,29 @@ class BwrapSandbox(Sandbox):
         args += ["--ro-bind", str(self.egress_dir), EGRESS_INSIDE]
         return args + ["--remount-ro", "/"]
 
-    def argv(self, command: str, cwd: str, shared: list[str] | None = None) -> list[str]:
+    def argv(self, command: str, cwd: str, shared: list[str] | None = None,
+             read_only_scripts: bool = False) -> list[str]:
         """The full bwrap command line for one shell command; `shared` is the prefix that joins
-        the sandbox's network namespace (SharedNet.enter), whose forwarder already listens."""
+        the sandbox's network namespace (SharedNet.enter), whose forwarder already listens.
+        With `read_only_scripts`, scripts/ is mounted again read-only over both its paths."""
         inner = [self.bash, "-c", command]
+        if read_only_scripts:
+            scripts = str(self.layout.scripts)
+            inner = ["--ro-bind", scripts, scripts, "--ro-bind", scripts, SCRIPTS,
+                     "--chdir", cwd, "--", *inner]
+        else:
+            inner = ["--chdir", cwd, "--", *inner]
         if shared is not None:
             # bwrap unshares everything but the network it starts in: the shared namespace.
             assert self.net is not None
             return [*shared, self.base[0], self.base[1], *self.net.bwrap_args, *self.base[2:],
-                    "--chdir", cwd, "--", *inner]
+                    *inner]
         if self.network == "proxy":
             sock = f"{EGRESS_INSIDE}/{EGRESS_SOCKET}"
-            inner = [self.python, "-I", "-S", "-c", FORWARD_SOURCE, "run", str(PROXY_PORT),
-                     sock, *inner]
-        return [*self.base, "--chdir", cwd, "--", *inner]
+            at = inner.index("--") + 1
+            inner[at:at] = [self.python, "-I", "-S", "-c", FORWARD_SOURCE, "run",
+                            str(PROXY_PORT), sock]
+        return [*self.base, *inner]
 
     async def probe(self) -> None:
         """Run `true` the way commands run; SandboxError with bwrap's words if that fails."""
@@ -195,7 +206,7 @@ class BwrapSandbox(Sandbox):
 
     async def run(
         self, command: str, *, cwd: Path, timeout: float, output_limit: int,
-        env: Mapping[str, str], stdin: bytes = b"",
+        env: Mapping[str, str], stdin: bytes = b"", read_only_scripts: bool = False,
     ) -> CommandResult:
         inside = self.layout.inside(cwd)
         if inside is None:
@@ -204,14 +215,15 @@ class BwrapSandbox(Sandbox):
         try:
             return await self._run_limited(
                 command, inside, timeout=timeout, output_limit=output_limit,
-                env=sandbox_env(env, self.network, SANDBOX_PATH), stdin=stdin)
+                env=sandbox_env(env, self.network, SANDBOX_PATH), stdin=stdin,
+                read_only_scripts=read_only_scripts)
         except OSError as exc:
             return refused(f"Not run: the command's resource limits could not be set up "
                            f"({exc}); check that the executor may still create cgroups.")
 
     async def _run_limited(
         self, command: str, inside: str, *, timeout: float, output_limit: int,  # noqa: ASYNC109
-        env: Mapping[str, str], stdin: bytes = b"",
+        env: Mapping[str, str], stdin: bytes = b"", read_only_scripts: bool = False,
     ) -> CommandResult:
         """bwrap under the launcher: in fresh cgroups (where possible) with rlimits set."""
         shared = await self.net.enter() if self.net is not None else None
@@ -220,7 +232,7 @@ class BwrapSandbox(Sandbox):
         cgroups = self.limits.create()
         try:
             return await run_process(
-                self.limits.argv(self.argv(command, inside, shared), cgroups),
+                self.limits.argv(self.argv(command, inside, shared, read_only_scripts), cgroups),
                 cwd=self.layout.workspace,
                 timeout=timeout, output_limit=output_limit, env=env, stdin=stdin)
         finally:
