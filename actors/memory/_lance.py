@@ -26,6 +26,7 @@ ADDED_COLUMNS = {
     "label": "'internal'",
 }
 VECTOR = "vector"
+MAX_DELTAS = 8  # deltas of the vector index (one per optimize) before it is rebuilt
 
 
 def schema() -> Any:
@@ -92,21 +93,28 @@ def _indices(table: Any) -> list[Any]:
 
 
 def ensure_vector_index(table: Any, minimum: int) -> None:
-    """An IVF index on the vectors once there are `minimum` of them (optimize() updates it).
+    """An IVF_FLAT index on the vectors once there are `minimum` of them, kept from decaying.
 
-    IVF_FLAT keeps exact vectors in sqrt(n) partitions: measured at 100k memories it builds in
-    about 10 s (IVF_PQ: 100 s, IVF_HNSW_SQ: 90 s) and answers in 2-4 ms. A search that finds
-    fewer than `limit` rows in its scope probes more partitions (LanceDB's maximum_nprobes).
+    LanceDB's own partitioning (about 14k rows a partition): `optimize()` merges any smaller
+    partitions into that size anyway (an index built with sqrt(n) partitions had 7 after the
+    next optimize at 100k), and with NPROBES = 20 probes a search stays exhaustive within its
+    scope up to ~280k memories, so what a recall finds does not depend on the index. Each
+    `optimize()` adds the new rows as one more delta of the index and each delta costs every
+    search more (2.8 ms with 1, 4.5 ms with 12 at 100k), so past MAX_DELTAS it is rebuilt
+    (~2-5 s at 100k, once per MAX_DELTAS optimizes, i.e. every ~400 writes).
     """
     from lancedb.index import IvfFlat
 
-    if VECTOR not in table.schema.names or any(i.columns == [VECTOR] for i in _indices(table)):
+    if VECTOR not in table.schema.names:
         return
-    rows = table.count_rows(f"{VECTOR} IS NOT NULL")
-    if rows < minimum:
+    current = [i.name for i in _indices(table) if i.columns == [VECTOR]]
+    if current:
+        stats = table.index_stats(current[0])
+        if stats is None or stats.num_indices <= MAX_DELTAS:
+            return
+    elif table.count_rows(f"{VECTOR} IS NOT NULL") < minimum:
         return
-    table.create_index(VECTOR, config=IvfFlat(distance_type="cosine",
-                                              num_partitions=max(1, int(rows**0.5))))
+    table.create_index(VECTOR, config=IvfFlat(distance_type="cosine"), replace=True)
 
 
 def set_vector_column(table: Any, dim: int, replace: bool = False) -> None:
@@ -185,11 +193,13 @@ def fts(table: Any, query: str, where: str, limit: int, columns: list[str]) -> l
 
 
 def nearest(table: Any, vector: list[float], where: str, limit: int,
-            columns: list[str]) -> list[MemoryHit]:
-    """Nearest vectors by cosine distance (ANN when indexed, else flat), best first."""
+            columns: list[str], nprobes: int = 20) -> list[MemoryHit]:
+    """Nearest vectors by cosine distance (ANN when indexed, else flat), best first; at least
+    `nprobes` IVF partitions, more until `limit` rows of the scope are found."""
     if VECTOR not in table.schema.names:
         return []
     found = (table.search(vector, vector_column_name=VECTOR).distance_type("cosine")
+             .maximum_nprobes(0).minimum_nprobes(nprobes)
              .where(where, prefilter=True).select([*columns, "_distance"]).limit(limit)
              .to_list())
     return [hit(r) for r in found]
