@@ -46,16 +46,12 @@ class Legs:
         if self._async is None:
             return self._run_sync(query, embed, where, limit, columns, fts)
         text = self._submit(self._fts(query, where, limit, columns)) if fts else None
-        ranked: list[list[MemoryHit]] = []
-        try:
-            vector = embed()
-        finally:  # the full-text leg is awaited even when embedding raised
-            hits = _result(text, "full-text") if text is not None else None
-        if hits is not None:
-            ranked.append(hits)
-        if vector is not None:
-            ranked.append(_result(self._submit(self._nearest(vector, where, limit, columns)),
-                                  "vector"))
+        vector = embed()  # should it raise, the full-text leg ends on the loop, unread
+        near = (self._submit(self._nearest(vector, where, limit, columns))
+                if vector is not None else None)
+        ranked = [_result(text, "full-text")] if text is not None else []
+        if near is not None:
+            ranked.append(_result(near, "vector"))
         return ranked
 
     def _submit(self, coro: Coroutine[Any, Any, list[MemoryHit]]) -> Future[list[MemoryHit]]:
