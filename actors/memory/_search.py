@@ -56,7 +56,8 @@ class Legs:
 
     def _submit(self, coro: Coroutine[Any, Any, list[MemoryHit]]) -> Future[list[MemoryHit]]:
         assert self._loop is not None  # run() takes the synchronous path without a loop
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        # LanceDB's loop as it is now: LanceDB starts a new one in a forked child
+        return asyncio.run_coroutine_threadsafe(coro, self._loop.loop)
 
     async def _fts(self, query: str, where: str, limit: int,
                    columns: list[str]) -> list[MemoryHit]:
@@ -104,9 +105,9 @@ def _result(future: Future[list[MemoryHit]], leg: str) -> list[MemoryHit]:
         return []
 
 
-def _async_handle(table: Any) -> tuple[Any, asyncio.AbstractEventLoop | None]:
-    """LanceDB's asynchronous handle behind a synchronous table and the loop it runs on, or
-    (None, None) when this LanceDB keeps them elsewhere."""
+def _async_handle(table: Any) -> tuple[Any, Any]:
+    """LanceDB's asynchronous handle behind a synchronous table and the holder of the loop it
+    runs on (`.loop`), or (None, None) when this LanceDB keeps them elsewhere."""
     try:
         from lancedb.background_loop import LOOP
         from lancedb.table import AsyncTable
@@ -118,4 +119,4 @@ def _async_handle(table: Any) -> tuple[Any, asyncio.AbstractEventLoop | None]:
         log.warning("memory store: this LanceDB has no asynchronous table handle; searches "
                     "take the slower synchronous path")
         return None, None
-    return inner, loop
+    return inner, LOOP
