@@ -690,8 +690,13 @@ def default_home() -> Path:
     return Path(os.environ.get("WINTERMUTE_HOME") or Path.home() / ".wintermute").expanduser()
 
 
-def load_settings(home: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Load and validate both files with environment overrides; raise ConfigError naming the key."""
+def load_settings(home: Path | None = None, environ: dict[str, str] | None = None, *,
+                  cron: bool = True) -> Settings:
+    """Load and validate both files with environment overrides; raise ConfigError naming the key.
+
+    `cron=False` leaves cron expressions unchecked: checking one loads croniter (with dateutil,
+    ~1 MB for the life of the process), which only the processes that run schedules (the
+    supervisor's backups, the heartbeat) need; `up` checked them before starting the others."""
     home = (home or default_home()).expanduser().resolve()
     env = dict(os.environ if environ is None else environ)
     env_config, env_agent = _split_env(env_overrides(env))
@@ -705,7 +710,7 @@ def load_settings(home: Path | None = None, environ: dict[str, str] | None = Non
         agent = msgspec.convert(raw_agent, AgentConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(_validation_message(exc, "agent.toml")) from exc
-    _check(config, agent)
+    _check(config, agent, cron)
     return Settings(home=home, config=config, agent=agent)
 
 
@@ -722,7 +727,7 @@ def load_agent(home: Path, environ: dict[str, str] | None = None) -> AgentConfig
     return agent
 
 
-def _check(config: Config, agent: AgentConfig) -> None:
+def _check(config: Config, agent: AgentConfig, cron: bool = True) -> None:
     """Checks a type cannot express."""
     from contracts.config_urls import check_urls
 
@@ -799,7 +804,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.tool_labels.{tool}': {exc}") from None
     _check_budget(config.budget)
-    if config.backup.enabled:
+    if cron and config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
         try:
@@ -808,7 +813,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
     _check_replicas(config)
-    _check_tasks(agent)
+    _check_tasks(agent, cron)
 
 
 def _check_replicas(config: Config) -> None:
@@ -901,13 +906,14 @@ def _check_mcp(config: Config) -> None:
                               "\"never\", \"always\" or a list of tool names")
 
 
-def _check_tasks(agent: AgentConfig) -> None:
-    """Each scheduled task: one valid schedule, something to do, a sink that parses."""
+def _check_tasks(agent: AgentConfig, cron_syntax: bool = True) -> None:
+    """Each scheduled task: one valid schedule (cron expressions only if `cron_syntax`),
+    something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
     for key in ("tool_review", "dreaming", "user_digest"):
         cron = getattr(agent.heartbeat, key)
-        if cron:
+        if cron and cron_syntax:
             from contracts.schedule import check_cron
 
             try:
@@ -919,7 +925,8 @@ def _check_tasks(agent: AgentConfig) -> None:
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"
         try:
-            when_of(task.cron, task.every, task.at, task.jitter_secs, where)
+            when_of(task.cron, task.every, task.at, task.jitter_secs, where,
+                    cron_syntax=cron_syntax)
         except ScheduleError as exc:
             key, _, why = str(exc).partition(": ")
             raise ConfigError(f"agent.toml: invalid value for '{key}' ({task.name}): {why}") \
