@@ -4,12 +4,14 @@ Inside: the host's system folders read-only (only what any user may read), the w
 scripts read-write at /workspace and /scripts (and at their host paths, so paths the executor
 hands over still work), a private /tmp, no view of the rest of WINTERMUTE_HOME or the user's
 home, no capabilities, its own pid/ipc/uts/network namespaces. The network is loopback only;
-with network "proxy" an in-sandbox forwarder relays 127.0.0.1:3128 to the egress proxy.
+with network "proxy" a forwarder relays 127.0.0.1:3128 to the egress proxy: once per sandbox in
+a network namespace every command joins (netns.py), else inside each command's namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import stat
@@ -34,7 +36,10 @@ from actors.executor.sandbox.base import (
     stop_egress,
 )
 from actors.executor.sandbox.limits import CommandLimits, Limits
+from actors.executor.sandbox.netns import SharedNet
 from contracts.config import SandboxConfig
+
+log = logging.getLogger(__name__)
 
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 MASK_ROOTS = ("/etc",)  # system folders that hold files only root may read (shadow, ssh keys)
@@ -109,13 +114,21 @@ class BwrapSandbox(Sandbox):
         python, python_binds = _python()
         self.python = python
         self.base = self._base_args(python_binds)
-        where = (f"only through the egress proxy ({proxy.describe()})" if proxy
-                 else "none (loopback only)")
-        self.note = (
+        self.net = (SharedNet(self._holder_args(python_binds), python)
+                    if network == "proxy" and egress_dir is not None else None)
+        self.note = self._describe()
+
+    def _describe(self) -> str:
+        where = "none (loopback only)"
+        if self.proxy:
+            how = ("a forwarder per sandbox in a network namespace its commands share"
+                   if self.net is not None and self.net.usable else "a forwarder per command")
+            where = f"only through the egress proxy ({self.proxy.describe()}; {how})"
+        return (
             "bwrap: each command runs under bubblewrap with a read-only system, writable "
             f"/workspace and /scripts, a private /tmp, no capabilities and no view of "
             f"WINTERMUTE_HOME's secrets or data; network: {where}; {self.limits.describe()}"
-            + (f" ({reason})" if reason else "")
+            + (f" ({self.reason})" if self.reason else "")
         )
 
     def _base_args(self, python_binds: list[str]) -> list[str]:
@@ -133,9 +146,27 @@ class BwrapSandbox(Sandbox):
             args += ["--ro-bind", str(self.egress_dir), EGRESS_INSIDE]
         return args + ["--remount-ro", "/"]
 
-    def argv(self, command: str, cwd: str) -> list[str]:
-        """The full bwrap command line for one shell command."""
+    def _holder_args(self, python_binds: list[str]) -> list[str]:
+        """bwrap for the shared forwarder: the system read-only and the egress socket's folder;
+        nothing of the home."""
+        args = [self.bwrap, "--unshare-all", "--die-with-parent", "--new-session",
+                "--cap-drop", "ALL", "--hostname", "wintermute-sandbox"]
+        args += _system_binds() + python_binds
+        for root in MASK_ROOTS:
+            args += _masks(root)
+        args += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args += ["--ro-bind", str(self.egress_dir), EGRESS_INSIDE]
+        return args + ["--remount-ro", "/"]
+
+    def argv(self, command: str, cwd: str, shared: list[str] | None = None) -> list[str]:
+        """The full bwrap command line for one shell command; `shared` is the prefix that joins
+        the sandbox's network namespace (SharedNet.enter), whose forwarder already listens."""
         inner = [self.bash, "-c", command]
+        if shared is not None:
+            # bwrap unshares everything but the network it starts in: the shared namespace.
+            assert self.net is not None
+            return [*shared, self.base[0], self.base[1], *self.net.bwrap_args, *self.base[2:],
+                    "--chdir", cwd, "--", *inner]
         if self.network == "proxy":
             sock = f"{EGRESS_INSIDE}/{EGRESS_SOCKET}"
             inner = [self.python, "-I", "-S", "-c", FORWARD_SOURCE, "run", str(PROXY_PORT),
@@ -147,8 +178,17 @@ class BwrapSandbox(Sandbox):
         try:
             res = await self._run_limited("true", "/workspace", timeout=PROBE_TIMEOUT,
                                           output_limit=2000, env={"PATH": DEFAULT_PATH})
+            if res.exit_code != 0 and self.net is not None and self.net.usable:
+                log.warning("bwrap: commands cannot join the shared network namespace (%s); "
+                            "the egress forwarder starts with each command instead",
+                            res.output.strip() or f"exit code {res.exit_code}")
+                await self.net.disable()
+                res = await self._run_limited("true", "/workspace", timeout=PROBE_TIMEOUT,
+                                              output_limit=2000, env={"PATH": DEFAULT_PATH})
         except OSError as exc:
             raise SandboxError(f"bwrap could not be started: {exc}") from exc
+        finally:
+            self.note = self._describe()
         if res.exit_code != 0:
             why = res.output.strip() or f"exit code {res.exit_code}"
             raise SandboxError(f"bwrap does not work here: {why}")
@@ -174,14 +214,27 @@ class BwrapSandbox(Sandbox):
         env: Mapping[str, str], stdin: bytes = b"",
     ) -> CommandResult:
         """bwrap under the launcher: in fresh cgroups (where possible) with rlimits set."""
+        shared = await self.net.enter() if self.net is not None else None
+        if shared is None and self.net is not None:
+            self.note = self._describe()  # it may have just fallen back to a forwarder per command
         cgroups = self.limits.create()
         try:
             return await run_process(
-                self.limits.argv(self.argv(command, inside), cgroups), cwd=self.layout.workspace,
+                self.limits.argv(self.argv(command, inside, shared), cgroups),
+                cwd=self.layout.workspace,
                 timeout=timeout, output_limit=output_limit, env=env, stdin=stdin)
         finally:
             await asyncio.to_thread(self.limits.remove, cgroups)
 
+    async def reset(self) -> str:
+        if self.net is None:
+            return await super().reset()
+        await self.net.close()  # the next command starts a fresh namespace and forwarder
+        return ("The bwrap sandbox keeps no state between commands; its egress forwarder and "
+                "network namespace start afresh with the next command.")
+
     async def close(self) -> None:
+        if self.net is not None:
+            await self.net.close()
         await stop_egress(self.proxy, self.egress_dir)
 
