@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -181,6 +182,12 @@ def rows(table: Any, where: str, columns: list[str], limit: int | None = None) -
     query = query.limit(limit) if limit else query.limit(table.count_rows() or 1)
     result: list[dict[str, Any]] = query.to_list()
     return result
+
+
+def active_counts(table: Any) -> tuple[Counter[str], Counter[str]]:
+    """Active memories per kind and per scope."""
+    found = rows(table, "status = 'active'", ["kind", "scope"])
+    return Counter(r["kind"] for r in found), Counter(r["scope"] or "" for r in found)
 
 
 def column(table: Any, name: str, where: str) -> list[Any]:

@@ -24,9 +24,23 @@ from contracts.memory import MemoryHit
 
 log = logging.getLogger(__name__)
 
-# Partitions an IVF search probes at least; more only when the scope has too few rows in them
-# (maximum_nprobes 0: until `limit` rows are found), so a narrow scope still gets every match.
+# A search whose scopes hold at most EXACT_MAX active memories probes every IVF partition: an
+# exact search, and a cheap one (the index keeps the vectors in memory and the scope prefilter
+# skips the other rows). Above it, the comparisons of an exact search grow with the scopes'
+# rows (~18 ms at 100k), so the search probes the NPROBES partitions whose centroids are
+# nearest the query, more only when they hold too few rows of the scopes (maximum_nprobes 0:
+# until `limit` rows are found): approximate, with a cost set by the partition size
+# (_lance.PARTITION_ROWS), not by the number of memories. benchmarks/memory_search.py measures
+# both, and how often the approximate search returns the exact nearest five (recall@5).
+EXACT_MAX = 20_000
 NPROBES = 20
+RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
+ALL_PARTITIONS = 1 << 20  # LanceDB probes min(this, the index's partitions)
+
+
+def probes(candidates: int) -> int:
+    """Partitions a vector search probes at least, for scopes holding `candidates` memories."""
+    return ALL_PARTITIONS if candidates <= EXACT_MAX else NPROBES
 
 
 class Legs:
@@ -37,17 +51,20 @@ class Legs:
         self._async, self._loop = _async_handle(table)
 
     def run(self, query: str, embed: Callable[[], list[float] | None], where: str, limit: int,
-            columns: list[str], fts: bool) -> list[list[MemoryHit]]:
+            columns: list[str], fts: bool, candidates: int = 0) -> list[list[MemoryHit]]:
         """Ranked hits of each leg that ran (full text first), best first within a leg.
 
         `embed` makes the query's vector (None: no vector leg); it runs in this thread while the
         full-text leg runs on LanceDB's loop. A failing leg logs and leaves the other.
+        `candidates`: about how many memories `where` admits; past EXACT_MAX the vector leg is
+        approximate.
         """
+        nprobes = probes(candidates)
         if self._async is None:
-            return self._run_sync(query, embed, where, limit, columns, fts)
+            return self._run_sync(query, embed, where, limit, columns, fts, nprobes)
         text = self._submit(self._fts(query, where, limit, columns)) if fts else None
         vector = embed()  # should it raise, the full-text leg ends on the loop, unread
-        near = (self._submit(self._nearest(vector, where, limit, columns))
+        near = (self._submit(self._nearest(vector, where, limit, columns, nprobes))
                 if vector is not None else None)
         ranked = [_result(text, "full-text")] if text is not None else []
         if near is not None:
@@ -71,14 +88,15 @@ class Legs:
         return [_lance.hit(r) for r in rows]
 
     async def _nearest(self, vector: list[float], where: str, limit: int,
-                       columns: list[str]) -> list[MemoryHit]:
+                       columns: list[str], nprobes: int) -> list[MemoryHit]:
         found = await (self._async.query().nearest_to(vector).column(_lance.VECTOR)
-                       .distance_type("cosine").maximum_nprobes(0).minimum_nprobes(NPROBES)
+                       .distance_type("cosine").maximum_nprobes(0).minimum_nprobes(nprobes)
                        .where(where).select([*columns, "_distance"]).limit(limit).to_arrow())
         return [_lance.hit(r) for r in found.to_pylist()]
 
     def _run_sync(self, query: str, embed: Callable[[], list[float] | None], where: str,
-                  limit: int, columns: list[str], fts: bool) -> list[list[MemoryHit]]:
+                  limit: int, columns: list[str], fts: bool,
+                  nprobes: int) -> list[list[MemoryHit]]:
         ranked: list[list[MemoryHit]] = []
         if fts:
             try:
@@ -90,7 +108,7 @@ class Legs:
         if vector is not None:
             try:
                 ranked.append(_lance.nearest(self.table, vector, where, limit, columns,
-                                             NPROBES))
+                                             nprobes))
             except Exception as exc:  # noqa: BLE001 - one leg failing leaves the other
                 log.warning("memory store: vector query failed: %s", exc)
                 ranked.append([])
@@ -120,3 +138,21 @@ def _async_handle(table: Any) -> tuple[Any, Any]:
                     "take the slower synchronous path")
         return None, None
     return inner, LOOP
+
+
+def fuse(ranked: list[list[MemoryHit]], limit: int) -> list[MemoryHit]:
+    """Reciprocal rank fusion: each list adds 1/(RRF_K + rank) to a memory's score."""
+    scores: dict[str, float] = {}
+    first: dict[str, MemoryHit] = {}
+    for hits in ranked:
+        for rank, hit in enumerate(hits):
+            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (RRF_K + rank + 1)
+            first.setdefault(hit.id, hit)
+    best = sorted(scores, key=lambda i: scores[i], reverse=True)[:limit]
+    return [_with_score(first[i], scores[i]) for i in best]
+
+
+def _with_score(hit: MemoryHit, score: float) -> MemoryHit:
+    import msgspec
+
+    return msgspec.structs.replace(hit, score=score)

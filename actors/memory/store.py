@@ -19,13 +19,12 @@ import logging
 import threading
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from actors.memory import _lance
-from actors.memory._search import Legs
+from actors.memory._search import Legs, fuse
 from actors.memory._vectors import Vectors
 from actors.memory.embedding import Embedder, EmbeddingUnavailable
 from contracts.memory import MemoryHit, MemoryRecord
@@ -36,7 +35,6 @@ TABLE = "memories"
 KINDS = frozenset({"fact", "preference", "procedure", "episode", "skill", "note"})
 STATUSES = frozenset({"active", "archived", "proposed", "rejected", "revoked"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
-RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
 _HIT_COLUMNS = ["id", "kind", "content", "scope", "label"]
 
@@ -58,7 +56,8 @@ class MemoryStore:
         self._table = _lance.open_table(self._db, TABLE)
         self._fts_ok = _lance.ensure_indexes(self._table)
         self._legs = Legs(self._table)
-        self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
+        # active memories per kind (count()) and per scope (how exact a search can afford to be)
+        self._counts, self._scopes = _lance.active_counts(self._table)
         # memories without a vector (from before vectors, or saved while the model was down)
         self.vectors.unembedded = _lance.without_vectors(self._table) if embedder else 0
 
@@ -124,7 +123,9 @@ class MemoryStore:
             row["vector"] = vectors[0]
         with self._lock:
             inserted = _lance.insert_new(self._table, [row])
-            self._counts[kind] += inserted if status == "active" else 0
+            if status == "active":
+                self._counts[kind] += inserted
+                self._scopes[row["scope"]] += inserted
             if vectors is None and self.embedder is not None:
                 self.vectors.unembedded += inserted
             self._after_write()
@@ -154,7 +155,7 @@ class MemoryStore:
                 added += inserted
                 self._writes += inserted
         with self._lock:
-            self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
+            self._counts, self._scopes = _lance.active_counts(self._table)
             if added >= OPTIMIZE_EVERY:
                 self._optimize_locked()
         return added
@@ -177,11 +178,13 @@ class MemoryStore:
         if scopes is not None:
             where += " AND " + _lance.scope_in(scopes)
         with self._lock:
-            kinds = _lance.column(self._table, "kind", where)
-            if not kinds:
+            found = _lance.rows(self._table, where, ["kind", "scope"])
+            if not found:
                 return False
             self._table.update(where=where, values={"status": new})
-            self._counts[kinds[0]] += (new == "active") - (old == "active")
+            change = (new == "active") - (old == "active")
+            self._counts[found[0]["kind"]] += change
+            self._scopes[found[0]["scope"] or ""] += change
             self._after_write()
         return True
 
@@ -244,17 +247,19 @@ class MemoryStore:
         if limit <= 0 or not query or not query.strip():
             return []
         where = "status = 'active'"
+        candidates = self.count()
         if scopes is not None:
             scopes = list(scopes)
             if not any(scopes):
                 return []
             where += " AND " + _lance.scope_in(scopes)
+            candidates = sum(self._scopes[s] for s in set(scopes))
         def embed() -> list[float] | None:
             vectors = self._embed([query]) if self.hybrid else None
             return vectors[0] if vectors else None
 
-        return fuse(self._legs.run(query, embed, where, limit * 2, _HIT_COLUMNS, self._fts_ok),
-                    limit)
+        return fuse(self._legs.run(query, embed, where, limit * 2, _HIT_COLUMNS, self._fts_ok,
+                                   candidates), limit)
 
     def recent(self, scopes: Iterable[str] | None = None, limit: int = 50,
                kind: str = "", status: str = "active") -> list[MemoryRecord]:
@@ -312,20 +317,3 @@ class MemoryStore:
         self.optimize()
         return len(rows)
 
-
-def fuse(ranked: list[list[MemoryHit]], limit: int) -> list[MemoryHit]:
-    """Reciprocal rank fusion: each list adds 1/(RRF_K + rank) to a memory's score."""
-    scores: dict[str, float] = {}
-    first: dict[str, MemoryHit] = {}
-    for hits in ranked:
-        for rank, hit in enumerate(hits):
-            scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-            first.setdefault(hit.id, hit)
-    best = sorted(scores, key=lambda i: scores[i], reverse=True)[:limit]
-    return [_with_score(first[i], scores[i]) for i in best]
-
-
-def _with_score(hit: MemoryHit, score: float) -> MemoryHit:
-    import msgspec
-
-    return msgspec.structs.replace(hit, score=score)
