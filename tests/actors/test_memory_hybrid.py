@@ -235,3 +235,42 @@ def test_the_vector_index_is_rebuilt_before_its_deltas_pile_up(
         deltas.append(store._table.index_stats("vector_idx").num_indices)
     assert max(deltas) <= 3 and deltas != sorted(deltas)  # grew, then rebuilt as one
     assert store.search("automobile", 1, ME)[0].id == "car"
+
+
+def test_wide_scopes_search_the_vector_index_approximately(
+        tmp_path: Path, minilm: LocalMiniLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past EXACT_MAX memories in the turn's scopes the vector leg probes NPROBES partitions of
+    the index, not all of them, and still finds a memory by meaning; narrow scopes stay exact."""
+    from actors.memory import _lance, _search
+    from actors.memory import store as store_module
+    from contracts.memory import MemoryRecord
+
+    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN", 256)
+    monkeypatch.setattr(_lance, "PARTITION_ROWS", 32)  # ~10 partitions
+    monkeypatch.setattr(_search, "EXACT_MAX", 200)
+    monkeypatch.setattr(_search, "NPROBES", 2)
+    probed: list[int] = []
+    probes = _search.probes
+
+    def recorded(candidates: int) -> int:
+        probed.append(probes(candidates))
+        return probed[-1]
+
+    monkeypatch.setattr(_search, "probes", recorded)
+    store = MemoryStore(tmp_path / "mem", minilm)
+    store.save("my car is a red Volvo", scope="user:owner", id="car")
+    store.save("the dentist appointment is on Friday", scope="user:telegram:9", id="dentist")
+    people, things = ["Anna", "Ben", "Carla", "David"], ["cooks pasta", "plays chess",
+                                                         "reads poetry", "grows tomatoes",
+                                                         "fixes printers", "runs marathons"]
+    cities = ["Lisbon", "Oslo", "Tokyo", "Lima", "Cairo", "Rome", "Dublin", "Paris", "Berlin",
+              "Porto", "Vienna", "Prague", "Seoul"]
+    texts = [f"{p} {t} in {c}" for p in people for t in things for c in cities]  # 312
+    records = [MemoryRecord(id=f"r{i}", content=text, scope="user:owner")
+               for i, text in enumerate(texts)]
+    store.add_many(records, minilm.embed(texts))  # past VECTOR_INDEX_MIN: indexed
+    assert store._table.index_stats("vector_idx").num_indexed_rows > 300
+    assert store.search("automobile", 1, ME)[0].id == "car"
+    assert probed[-1] == 2  # 313 memories in the owner's scopes: approximate
+    assert store.search("tooth doctor", 1, ["user:telegram:9"])[0].id == "dentist"
+    assert probed[-1] == _search.ALL_PARTITIONS  # one memory in that scope: exact
