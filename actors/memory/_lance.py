@@ -28,7 +28,9 @@ ADDED_COLUMNS = {
 }
 VECTOR = "vector"
 MAX_DELTAS = 8  # deltas of the vector index (one per optimize) before it is rebuilt
-PARTITION_ROWS = 16_384  # rows of an IVF partition (ensure_vector_index says why)
+PARTITION_ROWS = 2_048  # rows of an IVF partition (ensure_vector_index says why)
+KMEANS_ITERATIONS = 10  # of the index's k-means (LanceDB's default 50: 2.5x the build time)
+KMEANS_SAMPLE = 64  # rows a partition its k-means trains on (default 256)
 
 
 def schema() -> Any:
@@ -98,13 +100,16 @@ def ensure_vector_index(table: Any, minimum: int) -> None:
     """An IVF_FLAT index on the vectors once there are `minimum` of them, kept from decaying.
 
     The index keeps the vectors in memory, so a scoped search compares only the scope's rows
-    (2.4 ms for 2k of 100k; without an index LanceDB reads each from the data files: 21 ms).
-    PARTITION_ROWS rows a partition: up to 20 partitions (~330k memories) the 20 probes of a
-    search (_search.NPROBES) cover them all and a recall is exact (as on main once optimize had
-    merged its index);
-    smaller partitions would make it approximate (with sqrt(n) of them "automobile" no longer
-    found the Volvo among 100k random vectors). The size is given as `target_partition_size`:
-    an index given `num_partitions` was merged by the next `optimize()` (316 became 7).
+    (~3 ms for 2k of 100k; without an index LanceDB reads each from the data files: 21 ms).
+    PARTITION_ROWS rows a partition (given as `target_partition_size`: an index given
+    `num_partitions` was merged by the next `optimize()`, 316 became 7), so a search of wide
+    scopes that probes _search.NPROBES partitions compares ~20k rows whatever the number of
+    memories (at 100k: ~3 ms instead of 9-18 ms for all of them), and on real MiniLM vectors
+    still returns the exact nearest five (recall@5 1.0 at 100k, benchmarks/memory_search.py
+    --owner); narrow scopes probe every partition: exact. Smaller partitions cost more build
+    time than they save (1,024: 8 s at 100k, 512: 18 s, for ~0.5 ms a search). The k-means is
+    cut to KMEANS_ITERATIONS on KMEANS_SAMPLE rows a partition: 1.8 s at 100k instead of 4.7 s,
+    same recall@5, and the build holds the store's lock.
     Each `optimize()` adds the new rows as one more delta of the index and each delta costs
     every search more (2.8 ms with 1, 4.5 ms with 12 at 100k), so past MAX_DELTAS the index is
     rebuilt (~2 s at 100k, once per MAX_DELTAS optimizes, i.e. every ~400 writes).
@@ -121,7 +126,8 @@ def ensure_vector_index(table: Any, minimum: int) -> None:
     elif table.count_rows(f"{VECTOR} IS NOT NULL") < minimum:
         return
     table.create_index(VECTOR, replace=True, config=IvfFlat(
-        distance_type="cosine", target_partition_size=PARTITION_ROWS))
+        distance_type="cosine", target_partition_size=PARTITION_ROWS,
+        max_iterations=KMEANS_ITERATIONS, sample_rate=KMEANS_SAMPLE))
 
 
 def set_vector_column(table: Any, dim: int, replace: bool = False) -> None:

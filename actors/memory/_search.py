@@ -32,8 +32,8 @@ log = logging.getLogger(__name__)
 # until `limit` rows are found): approximate, with a cost set by the partition size
 # (_lance.PARTITION_ROWS), not by the number of memories. benchmarks/memory_search.py measures
 # both, and how often the approximate search returns the exact nearest five (recall@5).
-EXACT_MAX = 20_000
-NPROBES = 20
+EXACT_MAX = 20_000  # ~ what NPROBES partitions hold: below it, exact costs no more
+NPROBES = 10
 RRF_K = 60  # reciprocal rank fusion constant (Cormack et al.)
 ALL_PARTITIONS = 1 << 20  # LanceDB probes min(this, the index's partitions)
 
