@@ -35,7 +35,9 @@ TABLE = "memories"
 KINDS = frozenset({"fact", "preference", "procedure", "episode", "skill", "note"})
 STATUSES = frozenset({"active", "archived", "proposed", "rejected", "revoked"})
 OPTIMIZE_EVERY = 50  # writes between folding new rows into the indexes
-VECTOR_INDEX_MIN = 20_000  # vectors before an ANN index pays for its build time
+# Vectors before the IVF index is built: it keeps them in memory, so an exact search over
+# 10k of them takes 1.9 ms instead of 6.7 ms read from the data files, for a 0.1 s build.
+VECTOR_INDEX_MIN = 4_096
 _HIT_COLUMNS = ["id", "kind", "content", "scope", "label"]
 
 
