@@ -218,11 +218,15 @@ class Consumer:
                 self._psub = None
                 await asyncio.sleep(min(0.25 * failures, 2.0))
                 continue
-            for raw in msgs:
-                self._inflight += 1
-                task = asyncio.create_task(self._process(raw))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            await self._dispatch(msgs)
+
+    async def _dispatch(self, msgs: list[NatsMsg]) -> None:
+        """Start a handler task per fetched message (bus/batch.py handles a batch in one)."""
+        for raw in msgs:
+            self._inflight += 1
+            task = asyncio.create_task(self._process(raw))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     @staticmethod
     async def _fetch(psub: Any, batch: int) -> list[NatsMsg]:
