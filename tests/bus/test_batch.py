@@ -31,10 +31,12 @@ async def running(bus: Bus, handler: Callable[[Any], Awaitable[None]],
             await task
 
 
-async def until(check: Callable[[], bool], timeout: float = 20) -> None:
-    async with asyncio.timeout(timeout):
-        while not check():
-            await asyncio.sleep(0.02)
+async def until(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        assert loop.time() < deadline, "not in time"
+        await asyncio.sleep(0.02)
 
 
 async def test_a_batch_is_handled_in_order_and_acked_only_after_its_effect(bus: Bus) -> None:
@@ -52,10 +54,11 @@ async def test_a_batch_is_handled_in_order_and_acked_only_after_its_effect(bus: 
         batches.append((len(seen), unacked))
 
     async with running(bus, handler, after) as consumer:
-        await until(lambda: consumer.stats.handled == 30)
-        async with asyncio.timeout(20):
-            while await bus.consumer_backlog(bus.subjects.stream_cmd, "batch") != (0, 0):
-                await asyncio.sleep(0.05)
+        async def settled() -> bool:
+            backlog = await bus.consumer_backlog(bus.subjects.stream_cmd, "batch")
+            return consumer.stats.handled == 30 and backlog == (0, 0)
+
+        await until(settled)
     assert seen == [str(i) for i in range(30)]
     assert len(batches) < 30, "pending messages are fetched and handled as one batch"
     done = 0
@@ -77,5 +80,8 @@ async def test_a_batch_whose_effect_fails_is_delivered_again(bus: Bus) -> None:
             raise failures.pop()
 
     async with running(bus, handler, after) as consumer:
-        await until(lambda: consumer.stats.handled == 1)
+        async def handled() -> bool:
+            return consumer.stats.handled == 1
+
+        await until(handled)
     assert seen == ["1", "1"] and consumer.stats.failed == 1
