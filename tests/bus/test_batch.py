@@ -55,8 +55,8 @@ async def test_a_batch_is_handled_in_order_and_acked_only_after_its_effect(bus: 
 
     async with running(bus, handler, after) as consumer:
         async def settled() -> bool:
-            backlog = await bus.consumer_backlog(bus.subjects.stream_cmd, "batch")
-            return consumer.stats.handled == 30 and backlog == (0, 0)
+            return consumer.stats.handled == 30 and await bus.consumer_backlog(
+                bus.subjects.stream_cmd, "batch") == (0, 0)
 
         await until(settled)
     assert seen == [str(i) for i in range(30)]
