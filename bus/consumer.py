@@ -347,7 +347,11 @@ class Consumer:
                 return
             await self.handler(msg)
             if self.sub.dedupe:
-                await self.bus.kv_put(self.bus.subjects.kv_done, self._done_key(msg), b"1")
+                # Marker and ack leave in one socket write, in this order. Not waiting for
+                # the marker's confirmation loses nothing: it matters only if the message is
+                # delivered again, i.e. if the ack (written after it) is lost too.
+                await self.bus.kv_put_unconfirmed(
+                    self.bus.subjects.kv_done, self._done_key(msg), b"1")
             await raw.ack()
             self.stats.handled += 1
         except asyncio.CancelledError:
