@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +28,13 @@ from supervisor.cli.client import connect
 from tests.fakes.llm_servers import FakeLLM
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: The terminal chats the benchmarks talk in, all the owner's: a chat that is not an owner's is
+#: a third party's, whose turns are planned without the message (plan-then-execute: two model
+#: calls, no tool run) and rate-limited, which is not the path these figures are about.
+OWNER_CHATS = [f"terminal:{c}" for c in (
+    "owner", *(f"b{i}" for i in range(1, 301)), *(f"load{i}" for i in range(1000)),
+    *(f"t{i}" for i in range(50)))]
 
 
 class TimedLLM(FakeLLM):
@@ -62,6 +71,15 @@ class Hops:
 
     requests: dict[str, float] = field(default_factory=dict)
     responses: dict[str, float] = field(default_factory=dict)
+    # memory recalls a turn waits for, by turn id (the recall's id): asked, answered
+    recalls: dict[str, float] = field(default_factory=dict)
+    recalled: dict[str, float] = field(default_factory=dict)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _proc_tree(root: int) -> list[int]:
@@ -114,8 +132,11 @@ class Instance:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[Instance]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WM__")}
+        self.monitor_port = _free_port()  # the server's /varz counts its messages
         env.update({"WINTERMUTE_HOME": str(self.home), "OPENAI_BASE_URL": self.fake.url,
-                    "WM__MODELS__DEFAULT": "openai/bench", **self.extra})
+                    "WM__MODELS__DEFAULT": "openai/bench",
+                    "WM__NATS__MONITOR_PORT": str(self.monitor_port),
+                    "WM__OWNER__PRINCIPALS": json.dumps(OWNER_CHATS), **self.extra})
         self.env = env
         t0 = time.perf_counter()
         self.up = subprocess.Popen(  # noqa: ASYNC220 - started once, before anything is timed
@@ -170,7 +191,17 @@ class Instance:
                 self.hops.responses.setdefault(str(info.get("request_id")), now)
 
         await bus.subscribe(f"{p}.evt.channel.delivered.*", delivered)
+        async def memory(d: Delivery) -> None:
+            now = time.perf_counter()
+            info = msgspec.json.decode(d.data)
+            if d.subject.startswith(f"{p}.cmd.memory."):
+                self.hops.recalls.setdefault(str(info.get("turn_id") or info.get("id")), now)
+            else:
+                self.hops.recalled.setdefault(str(info.get("turn_id") or info.get("id")), now)
+
         await bus.subscribe(f"{p}.cmd.llm.*", llm)
+        await bus.subscribe(f"{p}.cmd.memory.recall", memory)
+        await bus.subscribe(f"{p}.evt.memory.recalled.*", memory)
         await bus.subscribe(f"{p}.evt.llm.response.*", llm)
 
     async def turn(self, text: str, chat: str | None = None) -> Turn:
@@ -178,12 +209,30 @@ class Instance:
         assert self.bus is not None
         self._n += 1
         chat = chat or f"b{self._n}"
+        if f"terminal:{chat}" not in OWNER_CHATS:
+            raise ValueError(f"chat {chat} is not one of the benchmark's owner chats")
         msg = TerminalInput(id=f"bench{self._n}-{time.time_ns()}", chat=chat, text=text)
         turn = Turn(time.perf_counter(), chat, asyncio.get_running_loop().create_future())
         self.turns[f"terminal:{msg.id}"] = turn
         self.turns[msg.id] = turn  # a notice refers to the input itself
         await self.bus.send(msg)
         return turn
+
+    async def server_messages(self) -> dict[str, int]:
+        """Messages the nats-server has received so far from each client, by connection name
+        (every publish, JetStream API request and ack counts), and in all ("all")."""
+        url = f"http://127.0.0.1:{self.monitor_port}/connz?limit=1024"
+
+        def get() -> dict[str, Any]:
+            with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 - our loopback
+                return dict(json.load(resp))
+
+        out: dict[str, int] = {}
+        for conn in (await asyncio.to_thread(get)).get("connections", []):
+            name = str(conn.get("name") or "?").removeprefix("wintermute-")
+            out[name] = out.get(name, 0) + int(conn.get("in_msgs", 0))
+        out["all"] = sum(out.values())
+        return out
 
     def pid(self) -> int:
         assert self.up is not None

@@ -38,9 +38,6 @@ GROUPS: tuple[tuple[str, str, str, str], ...] = (
 
 #: Figures of the table that no group measures yet, with the reason.
 UNMEASURED = (
-    ("NATS operations per turn", "a handful per hop",
-     "not measured: the embedded nats-server runs without a monitoring port to count them "
-     "from; the profile below shows where the remaining round trips are"),
     ("start-up under an artificial CPU load", "comes up and answers",
      "not a figure: tests/e2e/test_busy_machine.py starts `up` beside two busy loops pinned "
      "to the cores and asserts a turn is answered with no restart (it runs in CI)"),

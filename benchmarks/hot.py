@@ -15,7 +15,7 @@ import statistics
 import time
 from typing import Any
 
-from benchmarks._instance import Instance, TimedLLM, cpu_seconds
+from benchmarks._instance import Instance, TimedLLM, Turn, cpu_seconds
 from benchmarks._profile import Sampler
 
 TURNS = 30
@@ -34,15 +34,40 @@ def _pct(xs: list[float], q: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
 
 
-async def _sequential(inst: Instance, text: str, n: int) -> tuple[list[float], list[float]]:
-    """n turns one after another (each in a fresh chat): (turn seconds, model seconds)."""
+async def _sequential(inst: Instance, text: str, n: int,
+                      hops: list[dict[str, float]] | None = None,
+                      ) -> tuple[list[float], list[float]]:
+    """n turns one after another (each in a fresh chat): (turn seconds, model seconds); with
+    `hops`, where each turn's time went, one dict per turn (see `_hops`)."""
     turns, model = [], []
     for _ in range(n):
         t = await inst.turn(text)
         end = await asyncio.wait_for(t.done, 60)
         turns.append(end - t.sent)
         model.append(inst.fake.model_time(t.sent, end))
+        if hops is not None and (h := _hops(inst, t, end)):
+            hops.append(h)
     return turns, model
+
+
+def _hops(inst: Instance, t: Turn, end: float) -> dict[str, float] | None:
+    """A one-call turn's time in ms by stretch, every instant on this process's clock: input
+    sent -> recall asked (channel, planner) -> recalled (memory) -> model request on the bus
+    (planner) -> the model server starts the call (llm actor) -> the model answers -> the
+    response on the bus (llm actor) -> the reply delivered (planner, channel)."""
+    key = next((k for k, v in inst.turns.items() if v is t and k.startswith("terminal:")), "")
+    rid = f"{key}:llm:0"
+    req, resp = inst.hops.requests.get(rid), inst.hops.responses.get(rid)
+    span = next(((a, b) for a, b in inst.fake.spans
+                 if req is not None and resp is not None and req <= a <= resp), None)
+    asked, recalled = inst.hops.recalls.get(key), inst.hops.recalled.get(key)
+    if req is None or resp is None or span is None or asked is None or recalled is None:
+        return None
+    ms = 1000.0
+    return {"to_recall": (asked - t.sent) * ms, "recall": (recalled - asked) * ms,
+            "to_model_request": (req - recalled) * ms, "llm_before_model": (span[0] - req) * ms,
+            "model": (span[1] - span[0]) * ms, "llm_after_model": (resp - span[1]) * ms,
+            "to_reply": (end - resp) * ms}
 
 
 def _llm_overhead(inst: Instance) -> list[float]:
@@ -55,6 +80,20 @@ def _llm_overhead(inst: Instance) -> list[float]:
     return out
 
 
+def _messages(before: dict[str, int], between: dict[str, int],
+              after: dict[str, int]) -> dict[str, Any]:
+    """NATS messages per turn that clients sent the server (publishes, JetStream API requests,
+    acks), by client, for the plain turns and then the tool turns."""
+    def per(a: dict[str, int], b: dict[str, int]) -> dict[str, float]:
+        by = {k: round((v - a.get(k, 0)) / TURNS, 1) for k, v in b.items()}
+        return {k: v for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v}
+
+    plain, tool = per(before, between), per(between, after)
+    return figure("NATS messages sent to the server per turn: plain / tool turn",
+                  f"{plain.get('all', 0):.0f} / {tool.get('all', 0):.0f}", "a handful per hop",
+                  None, plain_by_client=plain, tool_by_client=tool)
+
+
 async def latency(fake: TimedLLM) -> list[dict[str, Any]]:
     figs = []
     async with Instance(fake).running() as inst:
@@ -62,12 +101,19 @@ async def latency(fake: TimedLLM) -> list[dict[str, Any]]:
         await _sequential(inst, "warm up", 3)
         await _sequential(inst, "run: true", 2)
         inst.hops.requests.clear()
-        plain, pm = await _sequential(inst, "hello there", TURNS)
+        before = await inst.server_messages()
+        hops: list[dict[str, float]] = []
+        plain, pm = await _sequential(inst, "hello there", TURNS, hops)
+        between = await inst.server_messages()
         over = [(a - b) * 1000 for a, b in zip(plain, pm, strict=True)]
         figs.append(figure("plain turn, model ~1 ms: framework overhead p50 (ms)",
                            round(statistics.median(over), 1), "<= 8", statistics.median(over) <= 8,
-                           p95=round(_pct(over, 0.95), 1)))
+                           p95=round(_pct(over, 0.95), 1),
+                           p50_ms_by_stretch={k: round(statistics.median(h[k] for h in hops), 2)
+                                              for k in (hops[0] if hops else {})}))
         tool, tm = await _sequential(inst, "run: true", TURNS)
+        after = await inst.server_messages()
+        figs.append(_messages(before, between, after))
         over = [(a - b) * 1000 for a, b in zip(tool, tm, strict=True)]
         p50, p95 = statistics.median(over), _pct(over, 0.95)
         figs.append(figure("tool turn (2 model calls), model ~1 ms: overhead p50 / p95 (ms)",

@@ -17,7 +17,7 @@ from contracts.base import Msg, derive_id
 #: What became of the thing decided on.
 AuditOutcome = Literal[
     "allowed", "refused", "asked", "approved", "denied", "expired", "opened", "closed",
-    "half_open",
+    "half_open", "killed",
 ]
 
 

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-
-class _Section(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    pass
+from contracts.config_base import _Section
 
 
 class DelegateRole(_Section):

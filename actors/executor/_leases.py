@@ -64,9 +64,10 @@ def release(lease: Path | None) -> None:
             lease.unlink()
 
 
-def sweep(folder: Path) -> list[int]:
-    """Kill every process tree a previous executor left running; return their root pids."""
-    killed: list[int] = []
+def sweep(folder: Path) -> list[tuple[int, str]]:
+    """Kill every process tree a previous executor left running; return their root pids,
+    each with its start time (which, with the pid, names that process uniquely)."""
+    killed: list[tuple[int, str]] = []
     if not folder.is_dir():
         return killed
     for lease in folder.iterdir():
@@ -81,12 +82,12 @@ def sweep(folder: Path) -> list[int]:
                 os.killpg(pid, signal.SIGKILL)  # the launcher leads its own session
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
+            killed.append((pid, started))
         release(lease)
     return killed
 
 
-async def adopt(home: Path) -> list[int]:
+async def adopt(home: Path) -> list[tuple[int, str]]:
     """At the executor's start: end what a killed executor of this home left running, then
     lease this executor's commands in the same folder."""
     import asyncio
@@ -95,6 +96,6 @@ async def adopt(home: Path) -> list[int]:
     killed = await asyncio.to_thread(sweep, folder)
     if killed:
         log.warning("killed %d command(s) left running by an executor that died: pids %s",
-                    len(killed), ", ".join(map(str, killed)))
+                    len(killed), ", ".join(str(pid) for pid, _ in killed))
     use(folder)
     return killed

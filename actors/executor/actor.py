@@ -70,7 +70,13 @@ class ExecutorActor(Actor, CapabilityGate):
         redactor = HomeRedactor(self.home, os.environ)
         env = scrubbed_env(os.environ, secrets.keys(), redactor)
         (self.home / "workspace").mkdir(parents=True, exist_ok=True)
-        await _leases.adopt(self.home)  # invariant I: a killed executor's commands end here
+        # invariant I: a killed executor's commands end here, each kill on the audit log
+        for pid, started in await _leases.adopt(self.home):
+            await self.audit_decision(
+                "command.leftover_killed", "killed",
+                f"A command (process {pid}) that a killed executor left running was ended, "
+                "with everything it started.",
+                about=f"leftover:{pid}:{started}", refs={"pid": str(pid)})
         self.sandbox = await detect_sandbox(self.config, self.home)
         self.ctx = ToolContext(self.settings, self.bus, self.sandbox, redactor, env)
         # Direct mode approves every risky pattern; a sandbox contains damage to the machine,

@@ -56,10 +56,11 @@ class EmbeddedNats:
 
     def __init__(
         self, store: Path, port: int = 0, log_path: Path | None = None, config: Path | None = None,
-        max_file_store: int | None = None,
+        max_file_store: int | None = None, monitor_port: int = 0,
     ) -> None:
         self.store = store
         self.port = port
+        self.monitor_port = monitor_port  # HTTP monitoring on the same address; 0: off
         self.log_path = log_path
         self.config = config
         self.max_file_store = max_file_store  # JetStream's disk limit; None: the server's 75 %
@@ -93,6 +94,8 @@ class EmbeddedNats:
             server_binary(), "-js", "-sd", str(self.store), "-a", "127.0.0.1",
             "-p", str(self.port or -1),
         ]
+        if self.monitor_port:  # served on the client address above, 127.0.0.1
+            args += ["-m", str(self.monitor_port)]
         config = self._run_config()
         if config is not None:  # authorization and limits; the flags above win over the file
             args += ["-c", str(config)]

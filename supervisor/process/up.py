@@ -82,7 +82,8 @@ async def run_up(
         login = auth.login("supervisor")
         store = home / "data" / "jetstream"
         server = EmbeddedNats(store, nats_port or cfg.port, home / "logs" / "nats-server.log",
-                              config=auth.config, max_file_store=measure(store).limit)
+                              config=auth.config, max_file_store=measure(store).limit,
+                              monitor_port=cfg.monitor_port)
         try:
             url = await server.start()
         except (OSError, RuntimeError, TimeoutError) as exc:

@@ -20,6 +20,7 @@ from pathlib import Path
 from actors.executor._leases import start_time
 from bus import Bus
 from contracts.config import Settings
+from tests.privacy.helpers import audited
 from tests.privacy.test_audit import call
 
 SettingsFor = Callable[..., Settings]
@@ -98,6 +99,9 @@ async def test_17_06_a_killed_executors_commands_are_killed_after_its_restart(
         async with executor_process(settings):
             await until(lambda: not left & set(sleeping(tag)), 30)
             assert not leases[0].exists()
+            [event] = await audited(bus, lambda e: e.decision == "command.leftover_killed")
+            assert event.actor == "executor" and event.outcome == "killed"
+            assert event.refs["pid"] == leases[0].name
     finally:
         for pid in sleeping(tag):
             os.kill(pid, signal.SIGKILL)
