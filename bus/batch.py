@@ -5,13 +5,15 @@ durable (the log file flushed), and only then are the messages acked, back to ba
 nats.py puts on the socket in one write.
 
 Per batch: one fetch, one file write, one socket write, instead of one of each per message
-(with a task, a lock, a keep-alive timer and a span per message). Ack after effect holds:
+(with a task, a lock, a keep-alive timer and a span per message; here one keep-alive
+(in_progress) covers the batch). Ack after effect holds:
 a kill -9 before the acks redelivers the batch. Handlers are not run in a tracing span.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -50,6 +52,22 @@ class BatchConsumer(Consumer):
             self._inflight -= len(msgs)
 
     async def _batch(self, msgs: list[NatsMsg]) -> None:
+        beat = asyncio.create_task(self._keep_batch_alive(msgs))
+        try:
+            await self._settle(msgs)
+        finally:
+            beat.cancel()
+
+    async def _keep_batch_alive(self, msgs: list[NatsMsg]) -> None:
+        """A slow batch (NATS away while the handler sends) is not redelivered meanwhile."""
+        while True:
+            await asyncio.sleep(max(self.sub.ack_wait / 3, 0.5))
+            for raw in msgs:
+                if not raw.is_acked:
+                    with contextlib.suppress(Exception):
+                        await raw.in_progress()
+
+    async def _settle(self, msgs: list[NatsMsg]) -> None:
         handled: list[NatsMsg] = []
         for raw in msgs:
             if await self._one(raw):
