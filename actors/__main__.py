@@ -20,7 +20,8 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        settings = load_settings()
+        # Only the heartbeat runs cron schedules; the others leave their syntax to it and `up`.
+        settings = load_settings(cron=argv[0] == "heartbeat")
     except ConfigError as exc:
         print(f"Configuration error: {exc}", file=sys.stderr)
         return 2

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -36,6 +35,8 @@ def index() -> int:
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    import ctypes  # already loaded by Replicas(): a lookup, no import after fork
+
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -44,6 +45,8 @@ class Replicas:
     """Replicas 1..count-1 of `name`, each restarted when it exits, stopped with SIGTERM."""
 
     def __init__(self, name: str, count: int) -> None:
+        import ctypes  # noqa: F401 - for _die_with_parent; not in every actor at rest (0.5 MB)
+
         self.name = name
         self.count = count
         self.command = [sys.executable, "-m", "actors", name]

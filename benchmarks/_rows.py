@@ -32,7 +32,8 @@ def startup() -> list[dict[str, Any]]:
                        f"{last['idle_rss_mb']} / {last['idle_pss_mb']}",
                        f"<= {goals['idle_rss_mb']} RSS", last["idle_rss_mb"] <= goals["idle_rss_mb"],
                        rss_mb={k: v["rss_mb"] for k, v in sorted(
-                           idle.items(), key=lambda kv: -kv[1]["rss_mb"])}))
+                           idle.items(), key=lambda kv: -kv[1]["rss_mb"])},
+                       floor_per_process=last["floor"]))
     imports = out["imports"]
     worst = max(imports.items(), key=lambda kv: kv[1]["import_s"])
     rows.append(figure("import of an actor's code before it connects, slowest (s)",

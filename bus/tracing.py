@@ -1,66 +1,64 @@
-"""W3C trace context across actors with OpenTelemetry: one user turn is one trace.
+"""W3C trace context across actors: one user turn is one trace.
 
 Every handled message runs in a span whose parent comes from the message's `traceparent`
 header; every publish carries the current span's context. Spans are exported only when
-asked for (`[telemetry] traces = "file"` writes logs/traces.jsonl).
+asked for (`[telemetry] traces = "file"` writes logs/traces.jsonl, "otlp" or an
+OTEL_EXPORTER_OTLP_* endpoint sends them over OTLP); then they are OpenTelemetry spans
+(bus/_otel.py). Without an exporter a span is only its ids, kept in a context variable, and
+OpenTelemetry is not even imported: the ids still travel, so a later `traces = "file"` run or
+`wintermute tap` sees the same traces, and every actor is ~2 MB smaller at rest.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import contextvars
 import os
+import re
 import secrets
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from types import ModuleType
+from typing import NamedTuple
 
-from opentelemetry import trace
-from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    SpanExporter,
-    SpanExportResult,
-)
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+# bus._otel once setup() asked for exported spans; None: ids only (the default).
+_otel: ModuleType | None = None
 
-from kit.private import open_private, private_dir
-
-_propagator = TraceContextTextMapPropagator()
-# Real spans from the start (ids for propagation); setup() adds a service name and exporting.
-_provider: TracerProvider = TracerProvider()
-_tracer: trace.Tracer = _provider.get_tracer("wintermute")
+# The traceparent grammar OpenTelemetry's propagator accepts (W3C Trace Context, level 1).
+_TRACEPARENT = re.compile(
+    r"^[ \t]*([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?[ \t]*$")
 
 
-class JsonlSpanExporter(SpanExporter):
-    """Appends finished spans to a JSONL file (one object per span)."""
+class _Ids(NamedTuple):
+    trace: str  # 32 hex digits
+    span: str  # 16 hex digits
+    flags: str  # 2 hex digits ("01": sampled)
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        lines = []
-        for span in spans:
-            ctx = span.get_span_context()
-            if ctx is None:
-                continue
-            parent = span.parent
-            lines.append(json.dumps({
-                "trace_id": f"{ctx.trace_id:032x}",
-                "span_id": f"{ctx.span_id:016x}",
-                "parent_id": f"{parent.span_id:016x}" if parent else None,
-                "name": span.name,
-                "service": span.resource.attributes.get("service.name"),
-                "start_ns": span.start_time,
-                "end_ns": span.end_time,
-                "attributes": dict(span.attributes or {}),
-            }, default=str))
-        with self._lock, open_private(self.path) as fh:
-            fh.write("".join(line + "\n" for line in lines))
-        return SpanExportResult.SUCCESS
+_current: contextvars.ContextVar[_Ids | None] = contextvars.ContextVar(
+    "wintermute_span", default=None)
+
+
+def _parse(traceparent: str) -> _Ids | None:
+    """The ids a valid traceparent names; None for anything else (a new trace starts)."""
+    m = _TRACEPARENT.match(traceparent)
+    if m is None:
+        return None
+    version, trace, span, flags, rest = m.groups()
+    if version == "ff" or (version == "00" and rest) or trace == "0" * 32 or span == "0" * 16:
+        return None
+    return _Ids(trace, span, flags)
+
+
+@contextlib.contextmanager
+def _span(parent: _Ids | None) -> Iterator[None]:
+    ids = (_Ids(parent.trace, secrets.token_hex(8), parent.flags) if parent
+           else _Ids(secrets.token_hex(16), secrets.token_hex(8), "01"))
+    token = _current.set(ids)
+    try:
+        yield
+    finally:
+        _current.reset(token)
 
 
 def otlp_endpoint() -> str:
@@ -70,55 +68,53 @@ def otlp_endpoint() -> str:
 
 
 def setup(service: str, export: str = "none", path: Path | None = None) -> None:
-    """Install this process's tracer provider; `export` is "none", "file" or "otlp".
+    """Set how this process traces; `export` is "none", "file" or "otlp".
 
     The OTLP exporter (HTTP/protobuf) reads the standard OTEL_EXPORTER_OTLP_* variables
     (endpoint, headers, timeout); setting an endpoint turns it on whatever `export` says."""
-    global _provider, _tracer
-    provider = TracerProvider(resource=Resource.create({"service.name": service}))
-    if export == "file" and path is not None:
-        private_dir(path.parent)
-        provider.add_span_processor(BatchSpanProcessor(JsonlSpanExporter(path)))
-    if export == "otlp" or otlp_endpoint():
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    global _otel
+    file = path if export == "file" else None
+    otlp = export == "otlp" or bool(otlp_endpoint())
+    if file is None and not otlp:
+        _otel = None
+        return
+    from bus import _otel as otel
 
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    _provider = provider
-    _tracer = provider.get_tracer("wintermute")
+    otel.setup(service, file, otlp)
+    _otel = otel
 
 
 def flush(timeout_ms: int = 30_000) -> bool:
     """Export what has ended so far (tests, and before a short-lived process exits)."""
-    return _provider.force_flush(timeout_ms)
+    return _otel.flush(timeout_ms) if _otel is not None else True
 
 
 def shutdown() -> None:
     """Flush exported spans (at process exit)."""
-    _provider.shutdown()
+    if _otel is not None:
+        _otel.shutdown()
 
 
 @contextlib.contextmanager
 def handling(name: str, headers: Mapping[str, str], **attributes: str | int) -> Iterator[None]:
     """Run a message handler in a span that continues the sender's trace."""
-    parent = _propagator.extract(carrier=dict(headers))
-    with _tracer.start_as_current_span(name, context=parent, attributes=attributes):
+    if _otel is not None:
+        with _otel.handling(name, headers, attributes):
+            yield
+        return
+    with _span(_parse(headers.get("traceparent", ""))):
         yield
-
-
-def _span_context(traceparent: str) -> trace.SpanContext | None:
-    ctx = trace.get_current_span(_propagator.extract({"traceparent": traceparent}))
-    sc = ctx.get_span_context()
-    return sc if sc.is_valid else None
 
 
 @contextlib.contextmanager
 def turn_root(name: str, **attributes: str | int) -> Iterator[None]:
     """The root span of a new turn, created at the edge (the channel): a new trace, linked to
     whatever this process was handling (e.g. the terminal input that became the turn)."""
-    here = trace.get_current_span().get_span_context()
-    links = [trace.Link(here)] if here.is_valid else []
-    with _tracer.start_as_current_span(name, context=Context(), kind=trace.SpanKind.SERVER,
-                                       links=links, attributes=attributes):
+    if _otel is not None:
+        with _otel.turn_root(name, attributes):
+            yield
+        return
+    with _span(None):
         yield
 
 
@@ -126,33 +122,33 @@ def turn_root(name: str, **attributes: str | int) -> Iterator[None]:
 def resume(traceparent: str, name: str, **attributes: str | int) -> Iterator[None]:
     """Continue the trace of `traceparent` (e.g. the turn that asked for an approval), linked
     to what this process is handling now (e.g. the owner's decision)."""
-    here = trace.get_current_span().get_span_context()
-    links = [trace.Link(here)] if here.is_valid else []
-    parent = _propagator.extract({"traceparent": traceparent}) if traceparent else Context()
-    with _tracer.start_as_current_span(name, context=parent, links=links,
-                                       attributes=attributes):
+    if _otel is not None:
+        with _otel.resume(traceparent, name, attributes):
+            yield
+        return
+    with _span(_parse(traceparent)):
         yield
 
 
 def annotate(attributes: Mapping[str, str | int | bool]) -> None:
-    """Add attributes to the current span (semantic conventions: gen_ai.*, messaging.*)."""
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_attributes(attributes)
+    """Add attributes to the current span (semantic conventions: gen_ai.*, messaging.*);
+    without an exporter nothing keeps them."""
+    if _otel is not None:
+        _otel.annotate(attributes)
 
 
 def failed(reason: str) -> None:
     """Mark the current span as an error (a refused, failed or dead-lettered message)."""
-    span = trace.get_current_span()
-    if span.is_recording():
-        span.set_status(trace.Status(trace.StatusCode.ERROR, reason[:500]))
+    if _otel is not None:
+        _otel.failed(reason)
 
 
 def current() -> str:
     """The current span's traceparent, or "" outside any span."""
-    carrier: dict[str, str] = {}
-    _propagator.inject(carrier)
-    return carrier.get("traceparent", "")
+    if _otel is not None:
+        return str(_otel.current())
+    ids = _current.get()
+    return f"00-{ids.trace}-{ids.span}-{ids.flags}" if ids else ""
 
 
 def outgoing() -> str:
@@ -168,4 +164,3 @@ def new_traceparent() -> str:
 def trace_id(traceparent: str) -> str:
     parts = traceparent.split("-")
     return parts[1] if len(parts) == 4 else ""
-

@@ -306,8 +306,13 @@ def default_home() -> Path:
     return Path(os.environ.get("WINTERMUTE_HOME") or Path.home() / ".wintermute").expanduser()
 
 
-def load_settings(home: Path | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Load and validate both files with environment overrides; raise ConfigError naming the key."""
+def load_settings(home: Path | None = None, environ: dict[str, str] | None = None, *,
+                  cron: bool = True) -> Settings:
+    """Load and validate both files with environment overrides; raise ConfigError naming the key.
+
+    `cron=False` leaves cron expressions unchecked: checking one loads croniter (with dateutil,
+    ~1 MB for the life of the process), which only the processes that run schedules (the
+    supervisor's backups, the heartbeat) need; `up` checked them before starting the others."""
     home = (home or default_home()).expanduser().resolve()
     env = dict(os.environ if environ is None else environ)
     env_config, env_agent = _split_env(env_overrides(env))
@@ -321,7 +326,7 @@ def load_settings(home: Path | None = None, environ: dict[str, str] | None = Non
         agent = msgspec.convert(raw_agent, AgentConfig)
     except msgspec.ValidationError as exc:
         raise ConfigError(_validation_message(exc, "agent.toml")) from exc
-    _check(config, agent)
+    _check(config, agent, cron)
     return Settings(home=home, config=config, agent=agent)
 
 

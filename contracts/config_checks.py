@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # the loader imports these checks
     from contracts.config import AgentConfig, Config
 
 
-def _check(config: Config, agent: AgentConfig) -> None:
+def _check(config: Config, agent: AgentConfig, cron: bool = True) -> None:
     """Checks a type cannot express."""
     from contracts.config_urls import check_urls
 
@@ -93,7 +93,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(
                 f"config.toml: invalid value for 'executor.tool_labels.{tool}': {exc}") from None
     _check_budget(config.budget)
-    if config.backup.enabled:
+    if cron and config.backup.enabled:
         from contracts.schedule import ScheduleError, check_cron
 
         try:
@@ -102,7 +102,7 @@ def _check(config: Config, agent: AgentConfig) -> None:
             raise ConfigError(f"config.toml: invalid value for 'backup.cron': {exc}") from None
     _check_mcp(config)
     _check_replicas(config)
-    _check_tasks(agent)
+    _check_tasks(agent, cron)
 
 
 def _check_replicas(config: Config) -> None:
@@ -195,13 +195,14 @@ def _check_mcp(config: Config) -> None:
                               "\"never\", \"always\" or a list of tool names")
 
 
-def _check_tasks(agent: AgentConfig) -> None:
-    """Each scheduled task: one valid schedule, something to do, a sink that parses."""
+def _check_tasks(agent: AgentConfig, cron_syntax: bool = True) -> None:
+    """Each scheduled task: one valid schedule (cron expressions only if `cron_syntax`),
+    something to do, a sink that parses."""
     from contracts.schedule import ScheduleError, when_of
 
     for key in ("tool_review", "dreaming", "user_digest"):
         cron = getattr(agent.heartbeat, key)
-        if cron:
+        if cron and cron_syntax:
             from contracts.schedule import check_cron
 
             try:
@@ -213,7 +214,8 @@ def _check_tasks(agent: AgentConfig) -> None:
     for i, task in enumerate(agent.scheduled_tasks):
         where = f"scheduled_tasks[{i}]"
         try:
-            when_of(task.cron, task.every, task.at, task.jitter_secs, where)
+            when_of(task.cron, task.every, task.at, task.jitter_secs, where,
+                    cron_syntax=cron_syntax)
         except ScheduleError as exc:
             key, _, why = str(exc).partition(": ")
             raise ConfigError(f"agent.toml: invalid value for '{key}' ({task.name}): {why}") \

@@ -76,8 +76,10 @@ class When:
         return self.jitter * int.from_bytes(digest[:4], "big") / 2**32
 
 
-def when_of(cron: str, every: str, at: str, jitter: float, where: str) -> When:
-    """Exactly one of cron / every / at, checked; ScheduleError names `where` and the key."""
+def when_of(cron: str, every: str, at: str, jitter: float, where: str, *,
+            cron_syntax: bool = True) -> When:
+    """Exactly one of cron / every / at, checked (a cron expression's syntax only if
+    `cron_syntax`: that loads croniter); ScheduleError names `where` and the key."""
     given = [k for k, v in (("cron", cron), ("every", every), ("at", at)) if v]
     if len(given) != 1:
         raise ScheduleError(f"{where}: set exactly one of cron, every or at"
@@ -87,7 +89,8 @@ def when_of(cron: str, every: str, at: str, jitter: float, where: str) -> When:
     key = given[0]
     try:
         if cron:
-            check_cron(cron)
+            if cron_syntax:
+                check_cron(cron)
             return When(cron=cron, jitter=jitter)
         if every:
             return When(every=parse_every(every), jitter=jitter)

@@ -38,9 +38,12 @@ def docker_urls(configured: str = "") -> list[str]:
 
 async def reachable_docker(configured: str = "") -> str:
     """The first Docker API that answers, or ""."""
+    urls = docker_urls(configured)
+    if not urls:
+        return ""  # without importing aiodocker (and aiohttp: ~14 MB at rest)
     import aiodocker
 
-    for url in docker_urls(configured):
+    for url in urls:
         docker = aiodocker.Docker(url=url)
         try:
             # An absent socket fails at once; one that exists but answers slowly is a busy

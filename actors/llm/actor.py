@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 import os
 import time
@@ -58,20 +57,20 @@ class LlmActor(Actor):
 
         b = self.config.models.breaker
         self.breakers = Breakers(b.failure_threshold, b.window_secs, b.cooldown_secs)
-        # Import the SDKs of the configured chain (0.5-1.2 s each) soon, not during the first
-        # user's turn, but after this actor reported healthy: start-up is not kept waiting.
-        self._warm = asyncio.create_task(self._import_sdks(), name="import-sdks")
+        # The SDKs (35-65 MB, 0.3-1 s each) load on the first call; with models.preload_sdks
+        # soon after this actor reported healthy (start-up is not kept waiting either way).
+        if self.config.models.preload_sdks:
+            self._warm = asyncio.create_task(self._import_sdks(), name="import-sdks")
 
     async def _import_sdks(self, after: float = 1.0) -> None:
+        from actors.llm.providers import load_sdk
+
         await asyncio.sleep(after)  # the first health report goes out meanwhile
-        sdks = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}
         for spec in self.chain("default"):
-            module = sdks.get(spec.split("/", 1)[0])
-            if module:
-                try:
-                    await asyncio.to_thread(importlib.import_module, module)
-                except ImportError as exc:  # said again, to the user, by the first call
-                    log.warning("cannot import the %s SDK: %s", module, exc)
+            try:
+                await load_sdk(spec.split("/", 1)[0])
+            except ImportError as exc:  # said again, to the user, by the first call
+                log.warning("cannot import the SDK of %s: %s", spec, exc)
 
     def chain(self, role: str) -> list[str]:
         """Models to try, in order: role (or skill) override or default, then the fallbacks."""

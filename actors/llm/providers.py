@@ -1,13 +1,16 @@
 """One call to a chat model through the official anthropic, openai or ollama SDK.
 
-Each SDK is imported inside the function that uses it, so a process pays only for the
-provider it talks to. Clients are cached per provider (and event loop) to reuse pools.
+Each SDK is imported on the first call to its provider (in a thread: the event loop goes on),
+so a process pays only for the provider it talks to, and only once it talks to it. Clients are
+cached per provider (and event loop) to reuse pools.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -49,6 +52,7 @@ _HINTS = {
 }
 
 _clients: dict[str, tuple[asyncio.AbstractEventLoop, Any]] = {}
+SDKS = {"anthropic": "anthropic", "openai": "openai", "ollama": "ollama"}  # provider: module
 
 
 class ProviderError(Exception):
@@ -154,6 +158,7 @@ async def _complete_once(spec: str, messages: list[ChatMessage], tools: list[Too
     provider, model = split_spec(spec)
     call = {"anthropic": _anthropic, "openai": _openai, "ollama": _ollama}[provider]
     try:
+        await load_sdk(provider)
         client = _client(provider)
         if on_text is not None:
             from actors.llm import _stream
@@ -169,6 +174,15 @@ async def _complete_once(spec: str, messages: list[ChatMessage], tools: list[Too
     except Exception as exc:
         raise _map_error(provider, model, timeout, exc) from exc
     return Completion(content=content, tool_calls=calls, usage=usage, model=f"{provider}/{reported or model}")
+
+
+async def load_sdk(provider: str) -> None:
+    """Import the provider's SDK in a thread (0.2-1.2 s the first time; ImportError if it is
+    not installed); at once when it is loaded already."""
+    module = SDKS.get(provider, "")
+    loaded = sys.modules.get(module)
+    if module and (loaded is None or getattr(loaded.__spec__, "_initializing", False)):
+        await asyncio.to_thread(importlib.import_module, module)
 
 
 def _client(provider: str) -> Any:

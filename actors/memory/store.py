@@ -21,11 +21,11 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from actors.memory import _lance
+from actors.memory._search import Legs
 from actors.memory._vectors import Vectors
 from actors.memory.embedding import Embedder, EmbeddingUnavailable
 from contracts.memory import MemoryHit, MemoryRecord
@@ -53,11 +53,11 @@ class MemoryStore:
         self.embedder = embedder
         self.vectors = Vectors(self.path / "embedding.json", embedder)
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-fts")
         self._writes = 0
         self._db = lancedb.connect(str(self.path))
         self._table = _lance.open_table(self._db, TABLE)
         self._fts_ok = _lance.ensure_indexes(self._table)
+        self._legs = Legs(self._table)
         self._counts = Counter(_lance.column(self._table, "kind", "status = 'active'"))
         # memories without a vector (from before vectors, or saved while the model was down)
         self.vectors.unembedded = _lance.without_vectors(self._table) if embedder else 0
@@ -249,27 +249,12 @@ class MemoryStore:
             if not any(scopes):
                 return []
             where += " AND " + _lance.scope_in(scopes)
-        # The full-text leg runs beside the query's embedding and the vector leg: LanceDB and
-        # onnxruntime release the GIL, so a recall costs about the slower leg, not the sum.
-        text = self._pool.submit(self._fts_leg, query, where, limit * 2) if self._fts_ok else None
-        ranked: list[list[MemoryHit]] = []
-        vectors = self._embed([query]) if self.hybrid else None
-        if vectors is not None:
-            try:
-                ranked.append(_lance.nearest(self._table, vectors[0], where, limit * 2,
-                                             _HIT_COLUMNS))
-            except Exception as exc:  # noqa: BLE001 - one leg failing leaves the other
-                log.warning("memory store: vector query failed: %s", exc)
-        if text is not None:
-            ranked.insert(0, text.result())
-        return fuse(ranked, limit)
+        def embed() -> list[float] | None:
+            vectors = self._embed([query]) if self.hybrid else None
+            return vectors[0] if vectors else None
 
-    def _fts_leg(self, query: str, where: str, limit: int) -> list[MemoryHit]:
-        try:
-            return _lance.fts(self._table, query, where, limit, _HIT_COLUMNS)
-        except Exception as exc:  # noqa: BLE001 - odd query syntax: the vector leg still answers
-            log.warning("memory store: full-text query failed: %s", exc)
-            return []
+        return fuse(self._legs.run(query, embed, where, limit * 2, _HIT_COLUMNS, self._fts_ok),
+                    limit)
 
     def recent(self, scopes: Iterable[str] | None = None, limit: int = 50,
                kind: str = "", status: str = "active") -> list[MemoryRecord]:

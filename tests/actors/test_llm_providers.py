@@ -328,6 +328,23 @@ def test_importing_providers_loads_no_sdk() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_an_sdk_is_imported_on_the_first_call_to_its_provider_only() -> None:
+    code = ("import asyncio, sys; from actors.llm.providers import load_sdk\n"
+            "asyncio.run(load_sdk('ollama')); asyncio.run(load_sdk('nonsense'))\n"
+            "print([m for m in ('anthropic', 'openai', 'ollama') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.strip() == "['ollama']"
+
+
+async def test_a_missing_sdk_is_an_import_error_for_the_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(providers.SDKS, "openai", "no_such_sdk_module")
+    with pytest.raises(ImportError):
+        await providers.load_sdk("openai")
+
+
 def test_openai_invalid_json_arguments_are_kept_raw() -> None:
     from openai.types.chat import ChatCompletion
 

@@ -178,3 +178,60 @@ def test_memories_from_before_vectors_are_flagged(tmp_path: Path, minilm: LocalM
     assert store.search("automobile", 1, ["global"]) == []  # full text cannot find it
     store.reembed()
     assert store.status_note() == "" and store.search("automobile", 1, ["global"])[0].id == "car"
+
+
+def test_both_search_paths_find_the_same(tmp_path: Path, minilm: LocalMiniLM) -> None:
+    """The one-hand-off legs (LanceDB's asynchronous handle) and the synchronous builder, the
+    fallback for a LanceDB without that handle, rank the same memories the same way, within
+    the scopes asked for."""
+    from actors.memory import _lance
+    from actors.memory._search import Legs
+
+    store = MemoryStore(tmp_path / "mem", minilm)
+    for i, text in enumerate(["my car is a red Volvo", "the boat is moored in Porto",
+                              "my bicycle has a flat tyre", "the car wash opens at nine",
+                              "dinner with Ana on Friday", "my red car needs new brakes"]):
+        store.save(text, scope="user:owner" if i % 3 else "user:telegram:9", id=f"m{i}")
+    fast = store._legs
+    slow = Legs(store._table)
+    slow._async = None  # what a LanceDB without the asynchronous handle gets
+    assert fast._async is not None
+    where = "status = 'active' AND " + _lance.scope_in(ME)
+    for query in ["red car", "automobile", "zzqx nothing matches"]:
+        vector = minilm.embed([query])[0]
+        a = fast.run(query, lambda v=vector: v, where, 4, ["id", "kind", "content", "scope",
+                                                                "label"], True)
+        b = slow.run(query, lambda v=vector: v, where, 4, ["id", "kind", "content", "scope",
+                                                                "label"], True)
+        assert [[h.id for h in leg] for leg in a] == [[h.id for h in leg] for leg in b]
+        assert all(h.scope == "user:owner" for leg in a for h in leg)
+    assert [h.id for h in store.search("red car", 2, ME)] == ["m5", "m1"]
+
+
+def test_the_vector_index_is_rebuilt_before_its_deltas_pile_up(
+        tmp_path: Path, minilm: LocalMiniLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every optimize adds the new rows to the vector index as one more delta, and each delta
+    slows every search: past MAX_DELTAS the index is rebuilt as one."""
+    import random
+
+    from actors.memory import _lance
+    from actors.memory import store as store_module
+    from contracts.memory import MemoryRecord
+
+    monkeypatch.setattr(store_module, "VECTOR_INDEX_MIN", 256)
+    monkeypatch.setattr(_lance, "MAX_DELTAS", 2)
+    store = MemoryStore(tmp_path / "mem", minilm)
+    store.save("my car is a red Volvo", scope="user:owner", id="car")
+    rng = random.Random(1)
+    records = [MemoryRecord(id=f"r{i}", content=f"filler note {i}", scope="user:owner")
+               for i in range(300)]
+    vectors = [[rng.gauss(0.0, 1.0) for _ in range(minilm.dim)] for _ in records]
+    store.add_many(records, vectors)  # past VECTOR_INDEX_MIN: indexed
+    deltas = []
+    for k in range(5):
+        store.add_many([MemoryRecord(id=f"x{k}", content=f"extra {k}", scope="user:owner")],
+                       [[rng.gauss(0.0, 1.0) for _ in range(minilm.dim)]])
+        store.optimize()
+        deltas.append(store._table.index_stats("vector_idx").num_indices)
+    assert max(deltas) <= 3 and deltas != sorted(deltas)  # grew, then rebuilt as one
+    assert store.search("automobile", 1, ME)[0].id == "car"

@@ -76,6 +76,28 @@ async def test_command_cannot_see_secrets_or_data_and_writes_the_workspace(
     assert "CapEff:\t0000000000000000" in res.output
 
 
+async def test_a_tool_run_cannot_change_scripts_but_a_command_can(
+    sandbox: Sandbox, planted: Path
+) -> None:
+    """An agent-created tool runs with scripts/ read-only at both its paths (it must not
+    rewrite itself or another tool); execute_command still writes there (the agent codes)."""
+    home = planted
+    scripts = home / "scripts"
+    (scripts / "other.py").write_text("print('mine')\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    res = await sandbox.run(
+        f"cat /scripts/other.py; echo evil > /scripts/other.py; echo evil > "
+        f"{scripts}/other.py; echo new > /scripts/new.py; echo done", cwd=home / "workspace",
+        timeout=30, output_limit=20_000, env=env, read_only_scripts=True)
+    assert "mine" in res.output and "done" in res.output, res.output
+    assert res.output.count("Read-only file system") == 3, res.output
+    assert (scripts / "other.py").read_text() == "print('mine')\n"
+    assert not (scripts / "new.py").exists()
+    res = await run(sandbox, "echo fine > /scripts/new.py", home)
+    assert res.exit_code == 0 and (scripts / "new.py").read_text() == "fine\n"
+    assert sandbox.scripts_read_only
+
+
 async def test_no_network_when_policy_is_none(sandbox: Sandbox, planted: Path) -> None:
     hits = 0
 

@@ -93,3 +93,17 @@ def test_budget_prices_timezone_and_task_budgets(tmp_path: Path) -> None:
     assert s.config.budget.timezone == "Europe/Berlin"
     assert s.config.budget.prices["openai/gpt-4o"].output == 10
     assert s.agent.scheduled_tasks[0].budget_tokens == 50000
+
+
+def test_processes_without_schedules_leave_cron_syntax_to_up(tmp_path: Path) -> None:
+    write(tmp_path, "config.toml", "[backup]\nenabled = true\ncron = 'nightly'\n")
+    write(tmp_path, "agent.toml", "[heartbeat]\ndreaming = 'at night'\n"
+          "[[scheduled_tasks]]\nname = 'a'\ncron = 'every day'\nprompt = 'hi'\n")
+    with pytest.raises(ConfigError, match="'backup.cron'"):
+        load_settings(tmp_path, {})
+    settings = load_settings(tmp_path, {}, cron=False)  # e.g. the planner: no cron to run
+    assert settings.agent.scheduled_tasks[0].cron == "every day"
+    write(tmp_path, "agent.toml", "[[scheduled_tasks]]\nname = 'a'\ncron = '0 8 * * *'\n"
+          "every = '1h'\nprompt = 'hi'\n")
+    with pytest.raises(ConfigError, match="exactly one of cron, every or at"):
+        load_settings(tmp_path, {}, cron=False)  # what needs no croniter is still checked

@@ -70,6 +70,7 @@ class DynamicTool(Tool):
         res = await ctx.sandbox.run(
             wrapper(self.script, marker), cwd=ctx.workspace, timeout=timeout,
             output_limit=limit, env=ctx.env, stdin=payload or b"{}",
+            read_only_scripts=True,  # a tool reads its code; it never rewrites itself or others
         )
         stdout, code, stderr = split_output(res.output, marker)
         name = self.name

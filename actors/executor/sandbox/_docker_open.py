@@ -17,15 +17,15 @@ if TYPE_CHECKING:
 async def open_docker(config: Config, layout: Layout, *, reason: str = "") -> DockerSandbox:
     """Connect to the first answering Docker API that has the image; SandboxError saying why
     not otherwise. Starts the egress proxy (network "proxy") and the warm container."""
-    try:
-        from aiodocker.exceptions import DockerError
-    except ImportError as exc:
-        raise SandboxError("the aiodocker package is not installed (pip install aiodocker)") from exc
-
     urls = docker_hosts(config.executor.docker_host)
     if not urls:
         raise SandboxError("no Docker API was found (DOCKER_HOST is unset and no Docker or "
                            "Podman socket exists)")
+    # Only now: aiodocker brings aiohttp (~14 MB at rest), for nothing without a Docker API.
+    try:
+        from aiodocker.exceptions import DockerError
+    except ImportError as exc:
+        raise SandboxError("the aiodocker package is not installed (pip install aiodocker)") from exc
     problems = []
     for url in urls:
         try:

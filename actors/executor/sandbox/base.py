@@ -46,10 +46,16 @@ class Sandbox:
     network = "host"  # "host" (direct), "proxy" (egress allowlist) or "none"
     reason = ""  # why detection chose this backend
 
+    #: Whether `run(..., read_only_scripts=True)` really mounts scripts/ read-only (bwrap).
+    scripts_read_only = False
+
     async def run(
         self, command: str, *, cwd: Path, timeout: float, output_limit: int,
-        env: Mapping[str, str], stdin: bytes = b"",
+        env: Mapping[str, str], stdin: bytes = b"", read_only_scripts: bool = False,
     ) -> CommandResult:
+        """Run `command`; with `read_only_scripts`, where the backend can (see
+        `scripts_read_only`), the command cannot change scripts/ (an agent-created tool's run:
+        it must not rewrite itself or another tool)."""
         raise NotImplementedError
 
     async def reset(self) -> str:
@@ -160,6 +166,6 @@ class UnavailableSandbox(Sandbox):
 
     async def run(
         self, command: str, *, cwd: Path, timeout: float, output_limit: int,
-        env: Mapping[str, str], stdin: bytes = b"",
+        env: Mapping[str, str], stdin: bytes = b"", read_only_scripts: bool = False,
     ) -> CommandResult:
         return refused(f"Not run: the sandbox is {self.note}.")

@@ -156,8 +156,10 @@ class DockerSandbox(Sandbox):
 
     async def run(
         self, command: str, *, cwd: Path, timeout: float, output_limit: int,
-        env: Mapping[str, str], stdin: bytes = b"",
+        env: Mapping[str, str], stdin: bytes = b"", read_only_scripts: bool = False,
     ) -> CommandResult:
+        # The container's mounts are fixed when it starts: a tool run sees scripts/ as every
+        # command does (read-write); `scripts_read_only` stays False and docs/security.md says so.
         inside = self.layout.inside(cwd)
         if inside is None:
             return refused(f"{cwd} is outside the workspace and scripts folders, which are all "

@@ -24,6 +24,17 @@ import os
 import sys
 
 CHUNK = 65536
+# The forwarder may outlive the commands that use it (one per sandbox, or a container's init),
+# so no command may hold its threads: at most MAX_RELAYS connections at once (more are refused),
+# and once a client has sent EOF (or died), the answer gets AFTER_EOF seconds to finish.
+MAX_RELAYS = 128
+AFTER_EOF = 300.0
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+    b"Too many connections through the sandbox's egress forwarder at once; close some and retry.\n"
+)
+_free = [MAX_RELAYS]
+_free_lock = _thread.allocate_lock()
 NOT_RUNNING = (
     b"HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
     b"The Wintermute egress proxy is not running, so the network is unavailable.\n"
@@ -64,9 +75,22 @@ def _relay(client: _socket.socket, path: str) -> None:
     back.acquire()
     _thread.start_new_thread(_pipe, (upstream, client, back))
     _pipe(client, upstream)
-    back.acquire()  # wait for the other direction
+    if not back.acquire(True, AFTER_EOF):  # wait for the other direction, not forever
+        try:
+            upstream.shutdown(_socket.SHUT_RDWR)  # wakes its blocked recv
+        except OSError:
+            pass
+        back.acquire()
     client.close()
     upstream.close()
+
+
+def _relay_counted(client: _socket.socket, path: str) -> None:
+    try:
+        _relay(client, path)
+    finally:
+        with _free_lock:
+            _free[0] += 1
 
 
 def _serve(listener: _socket.socket, path: str) -> None:
@@ -76,7 +100,18 @@ def _serve(listener: _socket.socket, path: str) -> None:
         except OSError:
             return
         client = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM, 0, fd)
-        _thread.start_new_thread(_relay, (client, path))
+        with _free_lock:
+            full = _free[0] <= 0
+            if not full:
+                _free[0] -= 1
+        if full:
+            try:
+                client.sendall(BUSY)
+            except OSError:
+                pass
+            client.close()
+            continue
+        _thread.start_new_thread(_relay_counted, (client, path))
 
 
 def _listen(port: int, path: str) -> "_socket.socket | None":
