@@ -40,6 +40,10 @@ class MemoryConfig(_Section):
     # (the new one waits for the owner: approval, or `pending` for someone else's). A
     # correction ("actually, X") always overwrites at once.
     conflict: str = "ask"
+    # A learned fact without a key conflicts with the nearest active fact of its scope when
+    # their vectors' cosine is at least this (and below merge_similarity: a duplicate). 0.7 was
+    # measured on all-MiniLM-L6-v2 pairs (actors/memory/_similar.py).
+    conflict_similarity: float = 0.7
     # Nightly dreaming (heartbeat.dreaming in agent.toml): active memories whose texts are this
     # similar (cosine of their vectors; the same words without vectors) are merged into one ...
     merge_similarity: float = 0.92
@@ -64,8 +68,11 @@ class MemoryConfig(_Section):
         if self.conflict not in CONFLICT_STRATEGIES:
             raise ValueError(f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, "
                              f"got {self.conflict!r}")
-        for name in ("merge_similarity", "decay_step", "archive_below", "compact_at"):
+        for name in ("merge_similarity", "conflict_similarity", "decay_step", "archive_below", "compact_at"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be above 0 and at most 1")
+        if self.conflict_similarity >= self.merge_similarity:
+            raise ValueError("conflict_similarity must be below merge_similarity (facts that "
+                             "similar are duplicates, merged by dreaming)")
         if self.decay_after_days <= 0 or self.compact_keep < 2:
             raise ValueError("decay_after_days must be positive and compact_keep at least 2")
