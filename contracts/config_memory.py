@@ -47,6 +47,10 @@ class MemoryConfig(_Section):
     # Nightly dreaming (heartbeat.dreaming in agent.toml): active memories whose texts are this
     # similar (cosine of their vectors; the same words without vectors) are merged into one ...
     merge_similarity: float = 0.92
+    # ... and, when a model is configured ([models.roles] memory, else [models] default), the
+    # model rewords each merged set into one fact (purpose `dreaming`, on the day budget); any
+    # failure keeps the most confident of the set instead.
+    dream_with_model: bool = True
     # ... and memories no recall has returned for decay_after_days lose decay_step of their
     # confidence each night; below archive_below they are archived (`/memory undo` restores).
     decay_after_days: float = 60.0

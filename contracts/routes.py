@@ -179,9 +179,11 @@ ROUTES: tuple[Route, ...] = (
     Route(SessionReset, "cmd.planner.reset", ("channel",),
           "`/reset`: history, the turn in progress and the queue are cleared"),
     Route(SessionRetry, "cmd.planner.retry", ("channel",), "`/retry`: the last failed turn again"),
-    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", "observer", SUPERVISOR),
+    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", "observer", "memory",
+                                           SUPERVISOR),
           "the executor's `escalate` is answered on `evt.tool.result.<session>`; the observer's "
-          "learning and the planner's summaries use role `observer`"),
+          "learning and the planner's summaries use role `observer`; memory's nightly "
+          "rewording, role `memory`, is answered on `evt.llm.response.memory-dreaming`"),
     Route(ToolRequest, "cmd.executor.run", ("planner",)),
     Route(ScriptsRevert, "cmd.executor.revert", ("channel", CLI, SUPERVISOR)),
     Route(HomeEditPropose, "cmd.executor.propose", ("observer",),
@@ -246,6 +248,8 @@ ROUTES: tuple[Route, ...] = (
 #: their answers only.
 FLATLINE_SESSION = "flatline"
 DIAGNOSIS_SESSION = "flatline-diagnosis"
+#: The session of dreaming's model calls: the memory actor awaits their answers live.
+MEMORY_DREAM_SESSION = "memory-dreaming"
 _FLATLINE = (f"evt.approval.resolved.{FLATLINE_SESSION}", "evt.scripts.reverted.>",
              f"evt.llm.response.{DIAGNOSIS_SESSION}")
 
