@@ -24,7 +24,7 @@ from typing import Any
 from bus.consumer import Subscription
 from bus.routing import subscriptions
 from bus.subjects import BucketSpec, StreamSpec, Subjects
-from contracts.routes import ACTORS, CHANNELS, CLI, MEMORY_DREAM_SESSION, SUPERVISOR, publishes
+from contracts.routes import ACTORS, CHANNELS, CLI, SUPERVISOR, publishes
 
 __all__ = ["CHANNELS", "CLI", "GRANTS", "INSPECT", "OPERATOR", "SUPERVISOR", "Grant",
            "permissions", "scope", "users"]
@@ -65,9 +65,7 @@ GRANTS: dict[str, Grant] = {
                   # the WriteGate's proposals and its once-only reverts (actors/executor/gate)
                   "state:gate.>", "done:homerevert.>"),
     ),
-    # dreaming awaits the model's rewordings live (actors/memory/_dream_model.py)
-    "memory": Grant(kv_write=("state:memory",),
-                    subscribe=(f"evt.llm.response.{MEMORY_DREAM_SESSION}",)),
+    "memory": Grant(kv_write=("state:memory",)),
     "approval": Grant(kv_write=("approvals:>",)),
     # learning is charged to the daily budget: the observer reads it before asking the model
     "observer": Grant(kv_read=("budget",)),

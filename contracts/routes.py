@@ -248,7 +248,8 @@ ROUTES: tuple[Route, ...] = (
 #: their answers only.
 FLATLINE_SESSION = "flatline"
 DIAGNOSIS_SESSION = "flatline-diagnosis"
-#: The session of dreaming's model calls: the memory actor awaits their answers live.
+#: The session of dreaming's model calls: their answers reach the memory actor on its own
+#: durable, which hands each to the dreaming pass awaiting it.
 MEMORY_DREAM_SESSION = "memory-dreaming"
 _FLATLINE = (f"evt.approval.resolved.{FLATLINE_SESSION}", "evt.scripts.reverted.>",
              f"evt.llm.response.{DIAGNOSIS_SESSION}")
@@ -281,6 +282,11 @@ DURABLES: tuple[Durable, ...] = (
     # The owner's answers to learned suggestions (other approvals are skipped).
     Durable("memory-approvals", "memory", "evt", ("evt.approval.resolved.>",), ordered_by="",
             concurrency=1, note="the owner's answers to learned suggestions"),
+    # The model's rewordings of duplicates, awaited by the dreaming pass (memory-admin) in the
+    # same process; an answer no pass waits for any more (after a crash) is dropped.
+    Durable("memory-dreaming", "memory", "evt", (f"evt.llm.response.{MEMORY_DREAM_SESSION}",),
+            ordered_by="", concurrency=4, max_deliver=2, dedupe=False,
+            note="the model's rewordings for nightly dreaming"),
     Durable("approval", "approval", "cmd", ("cmd.approval.*",), ordered_by=""),
     # Ordered per chat: a chat's replies in order, and a burst to one chat holds one slot.
     Durable("channel-out", "channel", "out", ("out.>",), ordered_by="sink.chat"),

@@ -116,14 +116,8 @@ async def dream(actor: MemoryActor, cause: str) -> str:
     pairs = await asyncio.to_thread(duplicates, store, records, cfg.merge_similarity)
     merged: set[str] = set()
     model = _dream_model.Reworder(actor, cause) if _dream_model.enabled(actor.config) else None
-    try:
-        if model is not None and pairs:
-            await model.start()
-        for keep, drops in _groups(pairs):
-            await _merge(actor, cause, keep, drops, model, merged)
-    finally:
-        if model is not None:
-            await model.stop()
+    for keep, drops in _groups(pairs):
+        await _merge(actor, cause, keep, drops, model, merged)
     stale_before = time.time() - cfg.decay_after_days * 86400
     decayed, lowered = 0, 0
     for r in records:

@@ -10,10 +10,12 @@ keeps the most confident (then newest) fact, so no fact is ever lost: an answer 
 single short sentence (that group only); an error, an outage, a spent budget or no answer in
 time (the rest of the night, so a dead model does not hold the pass for every group).
 
-The request and its answer travel on the bus (cmd.llm.complete, evt.llm.response.memory-dreaming);
-the pass waits for each answer on a live subscription while its message is kept in progress.
-A crash mid-pass redelivers the pass, which asks again under a new request id (a re-sent id
-would be deduplicated by the llm actor and never answered).
+The request and its answer travel on the bus (cmd.llm.complete, evt.llm.response.memory-dreaming):
+the answer arrives on memory's own durable (`memory-dreaming`), whose handler hands it to the
+pass waiting for it in the same process (`MemoryActor.dreams`); the pass's message is kept in
+progress meanwhile. A crash mid-pass redelivers the pass, which asks again under a new request
+id (a re-sent id would be deduplicated by the llm actor and never answered); an answer nobody
+waits for any more is dropped.
 """
 
 from __future__ import annotations
@@ -24,13 +26,11 @@ import re
 from typing import TYPE_CHECKING
 
 from bus import delivery
-from bus.codec import decode
 from contracts import ChatMessage, LlmRequest, LlmResponse, labels, short_hash
 from contracts.routes import MEMORY_DREAM_SESSION
 
 if TYPE_CHECKING:
     from actors.memory.actor import MemoryActor
-    from bus.streams import Delivery, Tap
     from contracts import MemoryRecord
     from contracts.config import Config
 
@@ -72,26 +72,6 @@ class Reworder:
         self.asked = 0
         self.stopped = ""  # why the rest of the night merges without the model
         self.reworded = 0
-        self._answers: dict[str, asyncio.Future[LlmResponse]] = {}
-        self._tap: Tap | None = None
-
-    async def start(self) -> None:
-        subject = self.actor.subjects.route(LlmResponse, session=MEMORY_DREAM_SESSION)
-        self._tap = await self.actor.bus.subscribe(subject, self._arrived)
-
-    async def stop(self) -> None:
-        if self._tap is not None:
-            await self._tap.stop()
-
-    async def _arrived(self, got: Delivery) -> None:
-        try:
-            msg = decode(got.data)
-        except Exception:  # noqa: BLE001 - not ours to judge: the observer logs it
-            return
-        if isinstance(msg, LlmResponse):
-            waiting = self._answers.get(msg.turn_id)
-            if waiting is not None and not waiting.done():
-                waiting.set_result(msg)
 
     async def ask(self, group: list[MemoryRecord]) -> str | None:
         """One sentence for the group, or None: merge it without the model."""
@@ -103,7 +83,7 @@ class Reworder:
             label = labels.join(label, r.label)
         rid = f"memory:dream:{self.cause}:{short_hash(group[0].id, 8)}:{delivery()}"
         answer: asyncio.Future[LlmResponse] = asyncio.get_running_loop().create_future()
-        self._answers[rid] = answer
+        self.actor.dreams[rid] = answer
         notes = "\n".join(f"- {r.content}" for r in group)
         request = LlmRequest(
             id=rid, session=MEMORY_DREAM_SESSION, turn_id=rid, step=0, role="memory",
@@ -118,7 +98,7 @@ class Reworder:
             self.stopped = f"the model did not answer within {self.wait:.0f} s"
             return None
         finally:
-            self._answers.pop(rid, None)
+            self.actor.dreams.pop(rid, None)
         if msg.budget or msg.outage:
             self.stopped = msg.error or f"the {msg.budget} budget is spent"
             return None
