@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
 from typing import TYPE_CHECKING
 
 from actors.memory import _dream_model
 from contracts import MemoryRecord
+from kit.secrets import load_dotenv
 
 if TYPE_CHECKING:
     from actors.memory.actor import MemoryActor
@@ -115,7 +117,9 @@ async def dream(actor: MemoryActor, cause: str) -> str:
     records = await asyncio.to_thread(store.records, "status = 'active'")
     pairs = await asyncio.to_thread(duplicates, store, records, cfg.merge_similarity)
     merged: set[str] = set()
-    model = _dream_model.Reworder(actor, cause) if _dream_model.enabled(actor.config) else None
+    env = {**load_dotenv(actor.home / ".env"), **os.environ}  # provider keys, as the llm's
+    model = (_dream_model.Reworder(actor, cause) if _dream_model.enabled(actor.config, env)
+             else None)
     for keep, drops in _groups(pairs):
         await _merge(actor, cause, keep, drops, model, merged)
     stale_before = time.time() - cfg.decay_after_days * 86400

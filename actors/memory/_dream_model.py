@@ -1,7 +1,7 @@
 """Dreaming with the model: each group of near-duplicates is reworded into one fact.
 
-When `[memory] dream_with_model` is on and a model is configured (`[models.roles] memory`, else
-`[models] default`), the nightly pass asks the model (role `memory`, purpose `dreaming`: the llm
+When `[memory] dream_with_model` is on and a model is configured (`[models.roles] memory`,
+`[models] default`, or a provider's variables as the llm actor reads them), the nightly pass asks the model (role `memory`, purpose `dreaming`: the llm
 actor charges it to the day budget, whose hard stop applies) to rewrite each group as one short
 sentence. The answer becomes a new active fact (version n+1 of the group's kept fact, which is
 archived as `merged` with the others); every change is audited under the night's cause, so
@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from bus import delivery
@@ -46,10 +47,18 @@ PROMPT = (
 )
 
 
-def enabled(config: Config) -> bool:
-    """Whether dreaming asks the model: switched on and a model is configured."""
+#: Where the llm actor finds a model when `[models] default` is empty (actors/llm/providers.py,
+#: `provider_configured`): any of these in the environment or the home's `.env`.
+PROVIDER_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_API_KEY", "OPENAI_BASE_URL",
+                "OLLAMA_HOST")
+
+
+def enabled(config: Config, env: Mapping[str, str]) -> bool:
+    """Whether dreaming asks the model: switched on, and a model is configured (the `memory`
+    role, the default model, or a provider's variables that the llm actor would use)."""
     models = config.models
-    return config.memory.dream_with_model and bool(models.roles.get("memory") or models.default)
+    found = models.roles.get("memory") or models.default or any(env.get(k) for k in PROVIDER_ENV)
+    return config.memory.dream_with_model and bool(found)
 
 
 def one_sentence(text: str) -> str | None:

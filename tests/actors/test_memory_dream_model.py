@@ -6,9 +6,13 @@ to the merge that keeps the most confident fact; undo reverts the whole night.""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import msgspec
+
+from actors.memory._dream_model import enabled, one_sentence
 from bus import Bus
-from contracts.config import Settings
+from contracts.config import Config, Settings
 from tests.actors.harness import actors
 from tests.actors.test_memory_facts import _all, _changes, _propose, _status
 from tests.actors.test_memory_learning import _admin, _stored, until
@@ -78,3 +82,20 @@ async def test_a_spent_day_budget_stops_the_model_and_the_merge_goes_on(
     assert after == {LISBON[0]: "archived", LISBON[1]: "active", TEA[0]: "archived",
                      TEA[1]: "active"}
     assert "reworded 0 of 1" in dreamt[0].text and "budget" in dreamt[0].text
+
+
+def _config(data: dict[str, Any]) -> Config:
+    return msgspec.convert(data, Config)
+
+
+def test_a_model_is_asked_only_when_one_is_configured_and_only_one_sentence_is_kept() -> None:
+    none, key = {}, {"OPENAI_API_KEY": "sk-test"}
+    assert not enabled(Config(), none)
+    assert enabled(Config(), key)  # the llm actor would pick a model from the key
+    assert enabled(_config({"models": {"default": "ollama/qwen3:8b"}}), none)
+    assert enabled(_config({"models": {"roles": {"memory": "ollama/qwen3:8b"}}}), none)
+    assert not enabled(_config({"memory": {"dream_with_model": False}}), key)
+    assert one_sentence(' "The owner lives in Lisbon." ') == "The owner lives in Lisbon."
+    for bad in ("", "Lives in Lisbon. Works in Porto.", "line one\nline two", "x" * 201,
+                '[{"content": "Lives in Lisbon"}]', "Lives in Lisbon; works in Porto"):
+        assert one_sentence(bad) is None, bad
