@@ -256,9 +256,13 @@ _FLATLINE = (f"evt.approval.resolved.{FLATLINE_SESSION}", "evt.scripts.reverted.
 
 DURABLES: tuple[Durable, ...] = (
     Durable("planner-in", "planner", "in", ("in.>",)),
+    # No handled-markers: each of these events is checked against the session's state (its
+    # turn, phase, step and call), so one applied and saved before a crash finds itself stale
+    # when it comes again; a marker would cost a KV read before every step of every turn.
     Durable("planner-evt", "planner", "evt",
             ("evt.llm.response.>", "evt.tool.result.>", "evt.memory.recalled.>",
-             "evt.llm.progress.>")),
+             "evt.llm.progress.>"), dedupe=False,
+            note="no handled-markers: the session state makes a redelivery stale"),
     Durable("planner-cmd", "planner", "cmd", ("cmd.planner.*",), note="`/reset`, `/retry`"),
     # A dead letter of an active turn ends its step at once (the planner's deadlines also do).
     Durable("planner-dlq", "planner", "dlq", ("dlq.>",), ordered_by="",
