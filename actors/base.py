@@ -30,6 +30,9 @@ class Actor:
     inbox: ClassVar[Any] = None
     #: This actor's durables from the route table (set for each subclass from its `name`).
     durables: ClassVar[tuple[Durable, ...]] = ()
+    #: Handle each fetched batch in order in one task, then `end_batch`, then ack it
+    #: (bus/batch.py): for a cheap local handler that never waits on another actor.
+    batched: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -54,6 +57,9 @@ class Actor:
     async def handle(self, msg: Any) -> None:
         """Handle one inbox message; raise Retry or Reject to say otherwise."""
         raise NotImplementedError
+
+    async def end_batch(self) -> None:
+        """A batched actor makes the effects of the batch just handled durable."""
 
     async def on_start(self) -> None:
         """Called once connected and provisioned, before any message is fetched."""

@@ -20,6 +20,7 @@ from actors.base import Actor
 from actors.replicas import Replicas
 from bus import Bus, Consumer, ProvisionError, lost, tracing
 from bus import logs as buslogs
+from bus.batch import BatchConsumer
 from contracts import Health
 from contracts.config import Settings
 from contracts.liveness import local_health_path
@@ -133,7 +134,9 @@ class ActorProcess:
         await actor.on_start()
         tasks: list[asyncio.Task[Any]] = []
         for sub, inbox in actor.subscriptions():
-            consumer = Consumer(actor.bus, actor.name, sub, inbox, actor.handle)
+            consumer = (BatchConsumer(actor.bus, actor.name, sub, inbox, actor.handle,
+                                      actor.end_batch) if actor.batched
+                        else Consumer(actor.bus, actor.name, sub, inbox, actor.handle))
             self.consumers.append(consumer)
             tasks.append(asyncio.create_task(consumer.run(), name=f"consume:{sub.durable}"))
         if replicas.index() == 0:  # replica 0 speaks for all (the supervisor watches it)

@@ -21,7 +21,7 @@ from benchmarks._profile import Sampler
 TURNS = 30
 SESSIONS, PER_SESSION, LOAD_LIMIT = 1000, 3, 60.0
 BURST = 300
-PROFILED = ("llm", "planner", "memory", "channel")  # sampled during the 1-replica burst
+PROFILED = ("llm", "planner", "memory", "channel", "observer")  # sampled during the 1-replica burst
 
 
 def figure(name: str, value: Any, goal: str, met: bool | None, **detail: Any) -> dict[str, Any]:

@@ -279,6 +279,13 @@ class Bus(KvOps, StreamOps):
             data = msgspec.json.encode(value)
         return int(await (await self.kv(bucket)).put(key, data))
 
+    async def kv_put_unconfirmed(self, bucket: str, key: str, data: bytes) -> None:
+        """Store bytes without waiting for JetStream's confirmation (a core publish on the key's
+        subject): for a marker whose loss only costs a repeated check, written in the same
+        socket write as what follows it on this connection (the consumer's ack)."""
+        kv = await self.kv(bucket)
+        await self.nc.publish(f"{kv._pre}{key}", data)
+
     async def send(self, msg: Msg, *, headers: dict[str, str] | None = None) -> bool:
         """Publish a contract on the subject its route derives from it (contracts/routes.py).
 

@@ -218,11 +218,15 @@ class Consumer:
                 self._psub = None
                 await asyncio.sleep(min(0.25 * failures, 2.0))
                 continue
-            for raw in msgs:
-                self._inflight += 1
-                task = asyncio.create_task(self._process(raw))
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+            await self._dispatch(msgs)
+
+    async def _dispatch(self, msgs: list[NatsMsg]) -> None:
+        """Start a handler task per fetched message (bus/batch.py handles a batch in one)."""
+        for raw in msgs:
+            self._inflight += 1
+            task = asyncio.create_task(self._process(raw))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     @staticmethod
     async def _fetch(psub: Any, batch: int) -> list[NatsMsg]:
@@ -343,7 +347,11 @@ class Consumer:
                 return
             await self.handler(msg)
             if self.sub.dedupe:
-                await self.bus.kv_put(self.bus.subjects.kv_done, self._done_key(msg), b"1")
+                # Marker and ack leave in one socket write, in this order. Not waiting for
+                # the marker's confirmation loses nothing: it matters only if the message is
+                # delivered again, i.e. if the ack (written after it) is lost too.
+                await self.bus.kv_put_unconfirmed(
+                    self.bus.subjects.kv_done, self._done_key(msg), b"1")
             await raw.ack()
             self.stats.handled += 1
         except asyncio.CancelledError:

@@ -144,3 +144,27 @@ class KvOps:
             if await self.kv_swap(bucket, key, new, revision):
                 return new
         raise Conflict(f"{tries} concurrent writers beat every update of {bucket}/{key}")
+
+    async def kv_update_known(
+        self, bucket: str, key: str, fn: Callable[[T | None], T | None], *, kind: type[T],
+        known: tuple[T | None, int] | None, tries: int = CAS_TRIES,
+    ) -> tuple[T | None, int]:
+        """`kv_update` that first tries the value and revision this process last saw (no
+        read when nobody else wrote since); the value and revision the key is left at.
+
+        A stale `known` only costs the refused write: the next try reads the key again."""
+        kv = await self.kv(bucket)
+        for _ in range(tries):
+            current, revision = known if known is not None else await self.kv_get_rev(
+                bucket, key, kind)
+            known = None
+            new = fn(current)
+            if new is None:
+                return current, revision
+            try:
+                if revision:
+                    return new, int(await kv.update(key, _encode(new), last=revision))
+                return new, int(await kv.create(key, _encode(new)))
+            except KeyWrongLastSequenceError:
+                continue
+        raise Conflict(f"{tries} concurrent writers beat every update of {bucket}/{key}")

@@ -53,11 +53,16 @@ class DelegationConfig(_Section):
     budget_tokens: int = 50_000  # a sub-task's default budget slice (the model may ask less)
     deadline_secs: float = 600.0  # a sub-task's default deadline, from its start
     continuations: int = 1  # a sub-task past its deadline goes on this many times
+    # A finished workflow's record and its sub-sessions' state leave wm_sessions this long
+    # after it ended (0: at the next collection, hourly); their history stays in the streams.
+    keep_finished_hours: float = 168.0
 
     def __post_init__(self) -> None:
         if self.max_tasks < 1 or self.budget_tokens < 0 or self.deadline_secs <= 0:
             raise ValueError("max_tasks must be >= 1, budget_tokens >= 0, deadline_secs > 0")
         if self.continuations < 0:
             raise ValueError("continuations must be >= 0")
+        if self.keep_finished_hours < 0:
+            raise ValueError("keep_finished_hours must be >= 0")
         # A table in config.toml adds roles to the shipped ones instead of dropping them.
         self.roles = {**DEFAULT_ROLES, **self.roles}

@@ -40,9 +40,17 @@ class MemoryConfig(_Section):
     # (the new one waits for the owner: approval, or `pending` for someone else's). A
     # correction ("actually, X") always overwrites at once.
     conflict: str = "ask"
+    # A learned fact without a key conflicts with the nearest active fact of its scope when
+    # their vectors' cosine is at least this (and below merge_similarity: a duplicate). 0.7 was
+    # measured on all-MiniLM-L6-v2 pairs (actors/memory/_similar.py).
+    conflict_similarity: float = 0.7
     # Nightly dreaming (heartbeat.dreaming in agent.toml): active memories whose texts are this
     # similar (cosine of their vectors; the same words without vectors) are merged into one ...
     merge_similarity: float = 0.92
+    # ... and, when a model is configured ([models.roles] memory, else [models] default), the
+    # model rewords each merged set into one fact (purpose `dreaming`, on the day budget); any
+    # failure keeps the most confident of the set instead.
+    dream_with_model: bool = True
     # ... and memories no recall has returned for decay_after_days lose decay_step of their
     # confidence each night; below archive_below they are archived (`/memory undo` restores).
     decay_after_days: float = 60.0
@@ -64,8 +72,11 @@ class MemoryConfig(_Section):
         if self.conflict not in CONFLICT_STRATEGIES:
             raise ValueError(f"conflict must be one of {', '.join(CONFLICT_STRATEGIES)}, "
                              f"got {self.conflict!r}")
-        for name in ("merge_similarity", "decay_step", "archive_below", "compact_at"):
+        for name in ("merge_similarity", "conflict_similarity", "decay_step", "archive_below", "compact_at"):
             if not 0.0 < getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be above 0 and at most 1")
+        if self.conflict_similarity >= self.merge_similarity:
+            raise ValueError("conflict_similarity must be below merge_similarity (facts that "
+                             "similar are duplicates, merged by dreaming)")
         if self.decay_after_days <= 0 or self.compact_keep < 2:
             raise ValueError("decay_after_days must be positive and compact_keep at least 2")

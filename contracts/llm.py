@@ -67,7 +67,7 @@ class LlmRequest(Msg, frozen=True, kw_only=True, tag="llm.request"):
     # llm actor sends sensitive and above only to local models, secret to none.
     label: Label = "internal"
     # What the call is for, charged to the budgets under this tag: user, escalation, heartbeat,
-    # proactive, observer, compaction, diagnosis. The session budget applies to user and
+    # proactive, observer, compaction, dreaming, diagnosis. The session budget applies to user and
     # escalation calls; the daily budget to all.
     purpose: str = "user"
     # Whose turn this is (copied from the turn, never from the model): a principal listed in

@@ -171,7 +171,7 @@ class MemoryChanged(Msg, frozen=True, kw_only=True, tag="memory.changed"):
 
 class MemoryDream(Msg, frozen=True, kw_only=True, tag="memory.dream"):
     """The heartbeat's nightly dreaming job (seed 001): merge near-duplicate memories and decay
-    stale ones ([memory] merge_similarity, decay_*). No model call; changes are audited and
-    `/memory undo` reverts the night's batch."""
+    stale ones ([memory] merge_similarity, decay_*); with a model, merged sets are reworded
+    into one fact. Changes are audited and `/memory undo` reverts the night's batch."""
 
     job: str = "dreaming"

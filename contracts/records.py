@@ -385,6 +385,7 @@ class Workflow(Record, frozen=True, kw_only=True):
     label: Label = "internal"  # the parent turn's, raised by each sub-task's
     purpose: str = "user"  # what the sub-tasks' model calls are charged as
     created: float = 0.0
+    finished: float = 0.0  # when its last node became final (0: still running)
     nodes: list[WorkflowNode] = msgspec.field(default_factory=list)
 
 

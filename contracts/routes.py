@@ -179,9 +179,11 @@ ROUTES: tuple[Route, ...] = (
     Route(SessionReset, "cmd.planner.reset", ("channel",),
           "`/reset`: history, the turn in progress and the queue are cleared"),
     Route(SessionRetry, "cmd.planner.retry", ("channel",), "`/retry`: the last failed turn again"),
-    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", "observer", SUPERVISOR),
+    Route(LlmRequest, "cmd.llm.complete", ("planner", "executor", "observer", "memory",
+                                           SUPERVISOR),
           "the executor's `escalate` is answered on `evt.tool.result.<session>`; the observer's "
-          "learning and the planner's summaries use role `observer`"),
+          "learning and the planner's summaries use role `observer`; memory's nightly "
+          "rewording, role `memory`, is answered on `evt.llm.response.memory-dreaming`"),
     Route(ToolRequest, "cmd.executor.run", ("planner",)),
     Route(ScriptsRevert, "cmd.executor.revert", ("channel", CLI, SUPERVISOR)),
     Route(HomeEditPropose, "cmd.executor.propose", ("observer",),
@@ -246,14 +248,21 @@ ROUTES: tuple[Route, ...] = (
 #: their answers only.
 FLATLINE_SESSION = "flatline"
 DIAGNOSIS_SESSION = "flatline-diagnosis"
+#: The session of dreaming's model calls: their answers reach the memory actor on its own
+#: durable, which hands each to the dreaming pass awaiting it.
+MEMORY_DREAM_SESSION = "memory-dreaming"
 _FLATLINE = (f"evt.approval.resolved.{FLATLINE_SESSION}", "evt.scripts.reverted.>",
              f"evt.llm.response.{DIAGNOSIS_SESSION}")
 
 DURABLES: tuple[Durable, ...] = (
     Durable("planner-in", "planner", "in", ("in.>",)),
+    # No handled-markers: each of these events is checked against the session's state (its
+    # turn, phase, step and call), so one applied and saved before a crash finds itself stale
+    # when it comes again; a marker would cost a KV read before every step of every turn.
     Durable("planner-evt", "planner", "evt",
             ("evt.llm.response.>", "evt.tool.result.>", "evt.memory.recalled.>",
-             "evt.llm.progress.>")),
+             "evt.llm.progress.>"), dedupe=False,
+            note="no handled-markers: the session state makes a redelivery stale"),
     Durable("planner-cmd", "planner", "cmd", ("cmd.planner.*",), note="`/reset`, `/retry`"),
     # A dead letter of an active turn ends its step at once (the planner's deadlines also do).
     Durable("planner-dlq", "planner", "dlq", ("dlq.>",), ordered_by="",
@@ -277,6 +286,11 @@ DURABLES: tuple[Durable, ...] = (
     # The owner's answers to learned suggestions (other approvals are skipped).
     Durable("memory-approvals", "memory", "evt", ("evt.approval.resolved.>",), ordered_by="",
             concurrency=1, note="the owner's answers to learned suggestions"),
+    # The model's rewordings of duplicates, awaited by the dreaming pass (memory-admin) in the
+    # same process; an answer no pass waits for any more (after a crash) is dropped.
+    Durable("memory-dreaming", "memory", "evt", (f"evt.llm.response.{MEMORY_DREAM_SESSION}",),
+            ordered_by="", concurrency=4, max_deliver=2, dedupe=False,
+            note="the model's rewordings for nightly dreaming"),
     Durable("approval", "approval", "cmd", ("cmd.approval.*",), ordered_by=""),
     # Ordered per chat: a chat's replies in order, and a burst to one chat holds one slot.
     Durable("channel-out", "channel", "out", ("out.>",), ordered_by="sink.chat"),

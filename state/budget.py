@@ -93,7 +93,27 @@ def session_key(session: str) -> str:
 
 async def usage(bus: Bus, key: str) -> BudgetUsage:
     """The record under `key` (empty when none, or when the value is unreadable)."""
-    return await bus.kv_get_as(bus.subjects.kv_budget, key, BudgetUsage) or BudgetUsage()
+    record, revision = await bus.kv_get_rev(bus.subjects.kv_budget, key, BudgetUsage)
+    _remember(bus, key, record, revision)
+    return record or BudgetUsage()
+
+
+#: Per connection, the record and revision this process last read or wrote under each key:
+#: a charge after the check that read it (or after this process's last charge) writes
+#: without reading again; a stale one is refused by the compare-and-set and read afresh.
+_known: weakref.WeakKeyDictionary[Bus, dict[str, tuple[BudgetUsage | None, int]]] = (
+    weakref.WeakKeyDictionary())
+_KNOWN_MAX = 4096
+
+
+def _remember(bus: Bus, key: str, record: BudgetUsage | None, revision: int) -> None:
+    known = _known.get(bus)
+    if known is None:
+        known = _known[bus] = {}
+    known.pop(key, None)
+    known[key] = (record, revision)
+    if len(known) > _KNOWN_MAX:  # the least recently seen keys go first
+        del known[next(iter(known))]
 
 
 async def used(bus: Bus, key: str) -> int:
@@ -117,7 +137,10 @@ async def add(bus: Bus, key: str, tokens: int, purpose: str = "", cost: float = 
                                by_purpose=by, cost=old.cost + batch.cost, paused=old.paused,
                                renewals=old.renewals, renewed_at=old.renewed_at)
 
-        new = await bus.kv_update(bus.subjects.kv_budget, key, change, kind=BudgetUsage)
+        known = _known.get(bus, {}).get(key)
+        new, revision = await bus.kv_update_known(bus.subjects.kv_budget, key, change,
+                                                  kind=BudgetUsage, known=known)
+        _remember(bus, key, new, revision)
         return new.tokens if new is not None else 0
 
     coalescer = _coalescers.get(bus)

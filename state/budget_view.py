@@ -9,7 +9,8 @@ from contracts.records import BudgetUsage
 from state import budget
 
 #: The order purposes are listed in (others follow by name).
-PURPOSES = ("user", "escalation", "heartbeat", "proactive", "observer", "compaction", "diagnosis")
+PURPOSES = ("user", "escalation", "heartbeat", "proactive", "observer", "compaction", "dreaming",
+            "diagnosis")
 
 
 def _share(used: int, limit: int) -> str:

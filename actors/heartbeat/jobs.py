@@ -38,7 +38,8 @@ class Job:
 
     name: str
     # task | cadence | proactive | review (the monthly tool review) | dream (memory's nightly
-    # dreaming) | digest (the weekly USER.md digest, a turn); review and dream make no model call
+    # dreaming) | digest (the weekly USER.md digest, a turn); review makes no model call, dream
+    # none here (the memory actor may ask the model to reword duplicates)
     kind: str
     when: When
     prompt: str

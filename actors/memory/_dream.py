@@ -1,9 +1,11 @@
 """Nightly dreaming (seed 001), a heartbeat job: merge near-duplicate memories and decay stale
-ones. No model call (so nothing is charged to the budget): duplicates are found by the stored
-vectors (cosine at least `[memory] merge_similarity`) or, without vectors, by the same words.
+ones. Duplicates are found by the stored vectors (cosine at least `[memory] merge_similarity`)
+or, without vectors, by the same words.
 
 Of a set of duplicates in one scope the most confident (then newest) stays and takes the
-highest confidence of the set; the others are archived as `merged`. A memory no recall or
+highest confidence of the set; the others are archived as `merged`. With a model (and
+`[memory] dream_with_model`), the model first rewords each set into one fact, which replaces
+the whole set; any failure falls back to the merge above (actors/memory/_dream_model.py). A memory no recall or
 search has returned for `decay_after_days` (counted from its creation when never returned)
 loses `decay_step` of its confidence each night and is archived as `decayed` below
 `archive_below`. Every archive is audited and the night is one batch for `/memory undo`.
@@ -13,11 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import time
 from typing import TYPE_CHECKING
 
+from actors.memory import _dream_model
 from contracts import MemoryRecord
+from kit.secrets import load_dotenv
 
 if TYPE_CHECKING:
     from actors.memory.actor import MemoryActor
@@ -71,6 +76,38 @@ def duplicates(store: MemoryStore, records: list[MemoryRecord],
     return pairs
 
 
+def _groups(pairs: list[tuple[MemoryRecord, MemoryRecord]]
+            ) -> list[tuple[MemoryRecord, list[MemoryRecord]]]:
+    """(kept, merged ones) per set of duplicates, in the order found."""
+    sets: dict[str, tuple[MemoryRecord, list[MemoryRecord]]] = {}
+    for keep, drop in pairs:
+        sets.setdefault(keep.id, (keep, []))[1].append(drop)
+    return list(sets.values())
+
+
+async def _merge(actor: MemoryActor, cause: str, keep: MemoryRecord, drops: list[MemoryRecord],
+                 model: _dream_model.Reworder | None, merged: set[str]) -> None:
+    """Archive `drops` into `keep`; or, reworded by the model, the whole set into a new fact."""
+    store = actor.store
+    group = [keep, *drops]
+    text = await model.ask(group) if model is not None else None
+    if text is not None and _words(text) == _words(keep.content):
+        text = None  # the model said what the kept one says: nothing to reword
+    into = keep.id
+    if text is not None:
+        into = await _dream_model.reworded(actor, cause, keep, group, text)
+        assert model is not None
+        model.reworded += 1
+    for drop in (group if text is not None else drops):
+        if await asyncio.to_thread(store.set_status, drop.id, "active", "archived"):
+            merged.add(drop.id)
+            await actor.audit("merged", drop.id, cause, drop.scope, BY,
+                              f"{drop.content} (merged into {into})")
+    top = max(r.confidence for r in group)
+    if text is None and top > keep.confidence:
+        await asyncio.to_thread(store.update, [keep.id], {"confidence": top})
+
+
 async def dream(actor: MemoryActor, cause: str) -> str:
     """One night's pass; the outcome as a sentence (also logged)."""
     cfg, store = actor.config.memory, actor.store
@@ -80,13 +117,11 @@ async def dream(actor: MemoryActor, cause: str) -> str:
     records = await asyncio.to_thread(store.records, "status = 'active'")
     pairs = await asyncio.to_thread(duplicates, store, records, cfg.merge_similarity)
     merged: set[str] = set()
-    for keep, drop in pairs:
-        if await asyncio.to_thread(store.set_status, drop.id, "active", "archived"):
-            merged.add(drop.id)
-            await actor.audit("merged", drop.id, cause, drop.scope, BY,
-                              f"{drop.content} (merged into {keep.id})")
-            if drop.confidence > keep.confidence:
-                await asyncio.to_thread(store.update, [keep.id], {"confidence": drop.confidence})
+    env = {**load_dotenv(actor.home / ".env"), **os.environ}  # provider keys, as the llm's
+    model = (_dream_model.Reworder(actor, cause) if _dream_model.enabled(actor.config, env)
+             else None)
+    for keep, drops in _groups(pairs):
+        await _merge(actor, cause, keep, drops, model, merged)
     stale_before = time.time() - cfg.decay_after_days * 86400
     decayed, lowered = 0, 0
     for r in records:
@@ -104,5 +139,8 @@ async def dream(actor: MemoryActor, cause: str) -> str:
     await actor._publish_stats()
     text = (f"Dreaming: merged {len(merged)} near-duplicate memories, archived {decayed} "
             f"stale ones, lowered the confidence of {lowered}.")
+    if model is not None and model.asked:
+        text += f" The model reworded {model.reworded} of {model.asked} merged groups"
+        text += f" (then stopped: {model.stopped})." if model.stopped else "."
     log.info(text)
     return text

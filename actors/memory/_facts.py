@@ -1,7 +1,8 @@
 """The life of a fact: conflicts, versions, promotion, undo.
 
 A learned fact may carry a `key` (what it is about). An active fact in the same scope with the
-same key and other words conflicts with it; `[memory] conflict` decides: `overwrite_latest`
+same key and other words conflicts with it; without a key, the nearest active fact of the scope
+by meaning does when it is similar enough but not a duplicate (actors/memory/_similar.py). `[memory] conflict` decides: `overwrite_latest`
 (the new one is version n+1, `replaces` the old, which is archived), `keep_both`, or `ask` (the
 new one waits as proposed, with `replaces` set, until the owner promotes it; promoting it
 supersedes the old). A correction ("actually, X") overwrites at once whatever the strategy.
@@ -39,9 +40,15 @@ def norm_key(key: str) -> str:
 
 def conflicts(actor: MemoryActor, key: str, scope: str, content: str,
               exclude: str = "") -> list[MemoryRecord]:
-    """Active memories in `scope` about `key` that say something else (blocking)."""
+    """Active memories in `scope` about `key` that say something else (blocking); without a
+    key, the one nearest by meaning that says something else (at most one)."""
     if not key:
-        return []
+        from actors.memory._similar import nearest_conflict
+
+        cfg = actor.config.memory
+        near = nearest_conflict(actor.store, scope, content, cfg.conflict_similarity,
+                                cfg.merge_similarity, exclude)
+        return [near] if near is not None else []
     where = (f"key = {sql_str(key)} AND scope = {sql_str(scope)} AND status = 'active'"
              f" AND id != {sql_str(exclude)}")
     found = actor.store.records(where)
@@ -76,7 +83,13 @@ async def finish_version(actor: MemoryActor, mem_id: str, cause: str, by: str,
     allowed = scopes is None or (found and found[0].scope in set(scopes))
     if found and allowed and found[0].status == "active" and found[0].replaces:
         new = found[0]
-        old = await asyncio.to_thread(conflicts, actor, new.key, new.scope, new.content, new.id)
+        if new.key:
+            old = await asyncio.to_thread(conflicts, actor, new.key, new.scope, new.content,
+                                          new.id)
+        else:  # found by meaning when it was saved: exactly the one it replaces, if still active
+            where = (f"id = {sql_str(new.replaces)} AND scope = {sql_str(new.scope)}"
+                     " AND status = 'active'")
+            old = await asyncio.to_thread(actor.store.records, where, 1)
         await supersede(actor, old, cause, by)
 
 

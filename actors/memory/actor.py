@@ -18,6 +18,7 @@ from actors.memory.store import TABLE  # store.py imports LanceDB only when a st
 from bus import delivery
 from contracts import (
     ApprovalResolved,
+    LlmResponse,
     MemoryAdmin,
     MemoryChanged,
     MemoryCommand,
@@ -44,10 +45,13 @@ USED_FLUSH = 200  # recall stamps kept before they are written
 
 class MemoryActor(Actor):
     name = "memory"
-    inbox = MemoryInbox | MemoryAdmin | MemoryDream | ApprovalResolved  # its three durables
+    # its four durables (memory-dreaming: the model's answers to the dreaming pass)
+    inbox = MemoryInbox | MemoryAdmin | MemoryDream | ApprovalResolved | LlmResponse
     #: Memories returned by recalls and searches since the last flush (id -> when): written to
     #: their `used` column in batches, not once per recall (dreaming decays the unused ones).
     used: dict[str, float]
+    #: Dreaming's model requests awaiting their answer, by request id (_dream_model.py).
+    dreams: dict[str, asyncio.Future[LlmResponse]]
 
     async def on_start(self) -> None:
         # LanceDB (~1.4 s to import, ~130 MB) loads on the first message that needs the store
@@ -60,6 +64,7 @@ class MemoryActor(Actor):
 
         self._opening = asyncio.Lock()
         self.used = {}
+        self.dreams = {}
         self._store_path = self.home / "data" / "memory"
         models = self.config.models
         env = {**load_dotenv(self.home / ".env"), **os.environ}  # .env: embedding API keys
@@ -153,9 +158,15 @@ class MemoryActor(Actor):
                               warning=self.store.status_note())
         await self.bus.kv_put(self.subjects.kv_state, "memory", record)
 
-    async def handle(self, msg: MemoryInbox | MemoryAdmin | ApprovalResolved) -> None:
+    async def handle(self, msg: MemoryInbox | MemoryAdmin | ApprovalResolved | LlmResponse
+                     ) -> None:
         from actors.memory import _commands
 
+        if isinstance(msg, LlmResponse):  # to the dreaming pass that waits for it, if any
+            waiting = self.dreams.get(msg.turn_id)
+            if waiting is not None and not waiting.done():
+                waiting.set_result(msg)
+            return
         if not (isinstance(msg, Recall) and not self._stored()):
             await self.open_store()
         match msg:

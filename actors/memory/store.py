@@ -249,19 +249,17 @@ class MemoryStore:
         if limit <= 0 or not query or not query.strip():
             return []
         where = "status = 'active'"
-        candidates = self.count()
         if scopes is not None:
             scopes = list(scopes)
             if not any(scopes):
                 return []
             where += " AND " + _lance.scope_in(scopes)
-            candidates = sum(self._scopes[s] for s in set(scopes))
         def embed() -> list[float] | None:
             vectors = self._embed([query]) if self.hybrid else None
             return vectors[0] if vectors else None
 
         return fuse(self._legs.run(query, embed, where, limit * 2, _HIT_COLUMNS, self._fts_ok,
-                                   candidates), limit)
+                                   self.active_in(scopes)), limit)
 
     def recent(self, scopes: Iterable[str] | None = None, limit: int = 50,
                kind: str = "", status: str = "active") -> list[MemoryRecord]:
@@ -285,6 +283,10 @@ class MemoryStore:
     def count(self) -> int:
         """Number of active memories (kept as a counter: no table scan)."""
         return sum(self._counts.values())
+
+    def active_in(self, scopes: Iterable[str] | None) -> int:
+        """Active memories in `scopes` (every scope: None), from the counters."""
+        return self.count() if scopes is None else sum(self._scopes[s] for s in set(scopes))
 
     def counts_by_kind(self) -> dict[str, int]:
         """Active memories per kind."""

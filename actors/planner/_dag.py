@@ -134,7 +134,10 @@ def advance(wf: Workflow, now: float) -> Workflow:
             elif all(d.status in USABLE for d in deps):
                 nodes[n.id] = msgspec.structs.replace(n, status="running", started=now)
                 changed = True
-    return msgspec.structs.replace(wf, nodes=[nodes[n.id] for n in wf.nodes])
+    out = msgspec.structs.replace(wf, nodes=[nodes[n.id] for n in wf.nodes])
+    if finished(out) and not out.finished:  # when it ended, for collecting it later
+        out = msgspec.structs.replace(out, finished=now)
+    return out
 
 
 def settle(wf: Workflow, node_id: str, hops: int, status: str, result: str, reason: str,

@@ -95,6 +95,9 @@ class TurnFaults:
     def alive(self, loop: str, every: float = 1.0) -> None:
         raise NotImplementedError
 
+    async def _maybe_collect(self, now: float) -> None:  # _wfgc.py, earlier in the MRO
+        raise NotImplementedError
+
     # -- deadlines -------------------------------------------------------------------------
 
     def _arm(self, turn: TurnState, phase: str) -> None:
@@ -154,6 +157,7 @@ class TurnFaults:
                     raise
                 except Exception:  # noqa: BLE001 - one session's trouble must not stop the sweep
                     log.exception("expiring the turn of %s failed; trying again", session)
+            await self._maybe_collect(now)  # finished delegation workflows (_wfgc.py)
             await asyncio.sleep(every)
 
     async def _expire(self, session: str) -> None:

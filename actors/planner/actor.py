@@ -23,6 +23,7 @@ from actors.planner._session import SessionOps
 from actors.planner._state_cache import StateCache
 from actors.planner._templates import TemplateOps
 from actors.planner._turing import ClaimCheck
+from actors.planner._wfgc import WorkflowCollection
 from actors.planner.principals import forged
 from actors.planner.state import SessionState, TurnState, load
 from bus import PublishError, Reject, Retry
@@ -55,7 +56,7 @@ PlannerInbox = (
 )
 
 
-class PlannerActor(Actor, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, Delegating,
+class PlannerActor(Actor, WorkflowCollection, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, Delegating,
                    ClaimCheck):
     name = "planner"
     inbox = PlannerInbox | DeadLetter

@@ -231,5 +231,6 @@ def revoke(memory_id: str) -> None:
 
 @memory.command()
 def dream() -> None:
-    """Run tonight's dreaming now: merge near-duplicate memories, decay stale ones."""
+    """Run tonight's dreaming now: merge near-duplicate memories (reworded by the model when
+    one is configured), decay stale ones."""
     _finish(_run("dream", timeout=600.0))

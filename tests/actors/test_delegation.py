@@ -60,6 +60,12 @@ async def stored(bus: Bus, stream: str, kind: str) -> list[dict[str, Any]]:
     return out
 
 
+async def live_keys(bus: Bus, prefix: str) -> set[str]:
+    """wm_sessions keys holding a value (a deleted key is listed until it ages out)."""
+    bucket = bus.subjects.kv_sessions
+    return {k for k in await bus.kv_keys(bucket, prefix) if await bus.kv_get(bucket, k)}
+
+
 async def finished(bus: Bus, session: str) -> bool:
     """Whether the session's saved state has its delegated turn finished."""
     data = await bus.kv_get(bus.subjects.kv_sessions, f"s.{short_hash(session, 32)}")
@@ -256,3 +262,32 @@ async def test_a_node_past_its_deadline_continues_then_passes_on_its_partial_res
     assert "# Result of a (partial: it ran out of time)" in task and "found-7" in task
     # the continuation was told what the first run found
     assert any("continue from what it found" in last(r) for r in fake.requests)
+
+
+async def test_a_finished_workflow_and_its_sub_sessions_are_collected(
+    fake: FakeLLM, settings_for: SettingsFor, bus: Bus
+) -> None:
+    """Past `keep_finished_hours` a finished workflow's record and its sub-sessions' state
+    leave wm_sessions; the parent's session and the history stay; a second round is a no-op."""
+    settings = settings_for(**MODEL, WM__DELEGATION__KEEP_FINISHED_HOURS="0")
+    dag = delegate({"id": "a", "role": "worker", "task": "say one"},
+                   {"id": "b", "role": "worker", "task": "say two", "depends_on": ["a"]})
+    bucket = bus.subjects.kv_sessions
+    async with actors(settings, *ALL) as running, chat(settings) as c:
+        await c.ask(dag, timeout=60)
+        event = await c.next(timeout=90)
+        assert "2 done" in event.text
+        [wf_key] = await bus.kv_keys(bucket, "wf.")
+        sessions_before = await live_keys(bus, "s.")
+        planner = running.procs["planner"][0].actor
+        assert isinstance(planner, PlannerActor)
+        assert await planner._collect_workflows(planner.clock()) == 1
+        assert await bus.kv_get(bucket, wf_key) is None  # a delete marker is all that is left
+        sessions_after = await live_keys(bus, "s.")
+        gone = sessions_before - sessions_after
+        assert len(gone) == 2 and len(sessions_after) >= 1  # the two sub-sessions only
+        assert await planner._collect_workflows(planner.clock()) == 0
+        # the chat goes on as before
+        assert "echo: still here" in await c.ask("still here", timeout=60)
+    turns = await stored(bus, bus.subjects.stream_in, "turn.request")
+    assert sum(1 for t in turns if t.get("delegation")) == 2  # the history is kept

@@ -273,6 +273,12 @@ async def test_versions_are_reverted_newest_first_and_a_hand_edit_is_a_version_t
         agents.write_text(agents.read_text() + "- by hand\n")  # the owner edits the file
         await bus.send(propose(2, append="- two"))
         await until(lambda: has("- two"), 30)
+
+        async def committed() -> bool:  # the file is written before its version is committed
+            entries = log(settings.home)
+            return len(entries) >= 3 and "(change " in entries[0]
+
+        await until(committed, 30)
         first, hand, second = (log(settings.home)[i] for i in (2, 1, 0))
         versions = (await answer(settings, "history")).text.splitlines()[1:]
         oldest_change = versions[2].split()[0]

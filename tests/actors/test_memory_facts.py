@@ -143,8 +143,8 @@ async def test_ask_puts_a_contradiction_to_the_owner_and_a_correction_applies_at
 
 
 async def test_dreaming_merges_duplicates_decays_stale_memories_and_undo_restores_them(
-    settings_for: SettingsFor, bus: Bus,
-) -> None:
+    settings_for: SettingsFor, bus: Bus, clean_provider_env: None,
+) -> None:  # no model anywhere: dreaming merges without one
     settings = settings_for(WM__MEMORY__CONFLICT="keep_both")
     old = time.time() - 100 * 86400
     records = [
@@ -178,8 +178,8 @@ async def test_dreaming_merges_duplicates_decays_stale_memories_and_undo_restore
 
 
 async def test_the_heartbeat_runs_dreaming_on_its_schedule(
-    settings_for: SettingsFor, bus: Bus,
-) -> None:
+    settings_for: SettingsFor, bus: Bus, clean_provider_env: None,
+) -> None:  # no model anywhere: dreaming merges without one
     home = settings_for().home
     (home / "agent.toml").write_text("[heartbeat]\ninterval_secs = 0.5\n"
                                      "dreaming = '* * * * * */2'  # every 2 s (seconds last)\n")

@@ -274,3 +274,7 @@ def test_wide_scopes_search_the_vector_index_approximately(
     assert probed[-1] == 2  # 313 memories in the owner's scopes: approximate
     assert store.search("tooth doctor", 1, ["user:telegram:9"])[0].id == "dentist"
     assert probed[-1] == _search.ALL_PARTITIONS  # one memory in that scope: exact
+    from actors.memory._similar import nearest_conflict  # a keyless fact's conflict: same rule
+
+    conflict = nearest_conflict(store, "user:owner", "my car is a blue Volvo", 0.5, 0.99)
+    assert conflict is not None and conflict.id == "car" and probed[-1] == 2

@@ -557,3 +557,24 @@ async def test_the_operator_reads_everything_and_changes_nothing(secured: Secure
     finally:
         await admin.close()
         await operator.close()
+
+
+async def test_the_llms_answer_to_dreaming_reaches_the_memory_actor(secured: Secured) -> None:
+    """Dreaming's model answers arrive on memory's own durable across the accounts (a core
+    subscription in memory's account would not see what the llm publishes into JetStream's)."""
+    from contracts import LlmResponse
+
+    llm, memory = await secured.bus("llm"), await secured.bus("memory")
+    try:
+        await llm.send(LlmResponse(id="dream-probe:response", session="memory-dreaming",
+                                   turn_id="dream-probe", step=0, request_id="dream-probe"))
+        pull = await memory.js.pull_subscribe_bind(durable="memory-dreaming", stream="WM_EVT")
+        got = await pull.fetch(1, timeout=10)
+        assert got[0].subject == "wm.evt.llm.response.memory-dreaming"
+        await got[0].ack()
+        await pull.unsubscribe()
+        await memory.nc.flush()
+        assert not memory.denied and not llm.denied
+    finally:
+        await llm.close()
+        await memory.close()

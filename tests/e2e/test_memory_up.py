@@ -96,3 +96,21 @@ def test_a_failed_tool_call_becomes_a_lesson_for_agents_md_through_the_gate(
     undone = wm(env, "memory", "revert")
     assert undone.returncode == 0 and "Reverted version" in undone.stdout, undone.stderr
     assert "When execute_command fails" not in (home / "AGENTS.md").read_text()
+
+
+def test_dreaming_rewords_duplicates_with_the_model_through_its_own_permissions(
+    running: dict[str, str], tmp_path: Path,
+) -> None:
+    """memory -> llm (cmd.llm.complete, role memory, purpose dreaming) -> memory (its
+    memory-dreaming durable): the model comes from OPENAI_BASE_URL, as the llm finds it."""
+    env = running
+    dupes = tmp_path / "dupes.jsonl"
+    dupes.write_text("".join(json.dumps({"id": f"sail-{i}", "content": text, "scope": "global",
+                                         "confidence": 0.9}) + "\n"
+                             for i, text in enumerate(("Sails every Sunday",
+                                                       "sails every sunday!"))))
+    assert wm(env, "memory", "import", str(dupes)).returncode == 0
+    dreamt = wm(env, "memory", "dream")
+    assert dreamt.returncode == 0 and "reworded 1 of 1" in dreamt.stdout, dreamt.stdout
+    listed = json.loads(wm(env, "memory", "list", "--json", "--scope", "global").stdout)
+    assert [r["content"] for r in listed] == ["Reworded: sails every sunday."]

@@ -22,6 +22,8 @@ neutral list of {"role", "content", "tool_calls"} dicts, and picks the answer:
 - a "[tool reflection]" system prompt   -> a JSON list with one lesson per FAILED tool call
                                            (see `_reflect`)
 - an "[agents consolidation]" system prompt -> the file with repeated lines dropped
+- a "[memory dreaming]" system prompt   -> "Reworded: <the longest note>." (one sentence); two
+                                           sentences when a note says "garbage-dream"
 - otherwise                             -> text "echo: <last user message>"
 
 Outages are scripted on the server, not in the conversation: each entry of `FakeLLM.faults`
@@ -128,6 +130,15 @@ def _reflect(calls: str) -> Decision:
     return Decision(text=json.dumps(lessons))
 
 
+def _dream(notes: str) -> Decision:
+    """Dreaming's rewording of near-duplicate notes ("- NOTE" lines) into one sentence."""
+    lines = [line[2:].strip() for line in notes.splitlines() if line.startswith("- ")]
+    if any("garbage-dream" in line for line in lines):
+        return Decision(text="These notes say the same. Here is everything they say.")
+    longest = max(lines, key=len, default="nothing").rstrip(".!")
+    return Decision(text=f"Reworded: {longest}.")
+
+
 def decide(messages: list[dict[str, Any]]) -> Decision:
     """Pick the scripted answer for a neutral conversation."""
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
@@ -137,6 +148,8 @@ def decide(messages: list[dict[str, Any]]) -> Decision:
         return _summarise(messages[-1]["content"])
     if "[tool reflection]" in system:
         return _reflect(messages[-1]["content"])
+    if "[memory dreaming]" in system:
+        return _dream(messages[-1]["content"])
     if "[agents consolidation]" in system:
         return Decision(text="\n".join(dict.fromkeys(messages[-1]["content"].splitlines())))
     last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")

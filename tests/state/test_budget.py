@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import calendar
 import time
+from typing import Any
+
+import pytest
 
 from bus import Bus
 from contracts import Usage
@@ -67,3 +70,27 @@ async def test_the_report_shows_both_budgets_purposes_cost_and_renewal(bus: Bus)
     assert "This session: ⏸ paused" in text
     status = render_status({"actors": [], "nats": {}, "budget": {"text": text}})
     assert "budget: Today: 1,600 of 10,000 tokens" in status
+
+
+async def test_a_charge_after_the_check_writes_without_reading_again(
+        bus: Bus, nats_url: str, prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = BudgetConfig()
+    spent = Usage(input_tokens=10, output_tokens=5)
+    assert await budget.check(bus, cfg, "r") is None  # reads both records (and revisions)
+    reads: list[str] = []
+    read = bus.kv_get_rev
+
+    async def counted(bucket: str, key: str, kind: Any) -> Any:
+        reads.append(key)
+        return await read(bucket, key, kind)
+
+    monkeypatch.setattr(bus, "kv_get_rev", counted)
+    await budget.charge(bus, cfg, "r", "user", "openai/m", spent)
+    await budget.charge(bus, cfg, "r", "user", "openai/m", spent)
+    assert reads == []
+    async with Bus(nats_url, prefix) as other:  # another process charges in between
+        await budget.charge(other, cfg, "r", "user", "openai/m", spent)
+    await budget.charge(bus, cfg, "r", "user", "openai/m", spent)
+    assert sorted(reads) == sorted([budget.day_key(), budget.session_key("r")])  # stale: read
+    assert (await budget.usage(bus, budget.session_key("r"))).tokens == 4 * 15
+    assert (await budget.usage(bus, budget.day_key())).tokens == 4 * 15
