@@ -32,7 +32,8 @@ GROUPS: tuple[tuple[str, str, str, str], ...] = (
      "CPU per model call in the llm's request path, SDK create vs prebuilt JSON"),
     ("startup", "benchmarks._rows", "startup",
      "`up` -> all actors healthy (fresh, then existing home), import time per actor, idle memory"),
-    ("recall", "benchmarks._rows", "recall", "memory recall at 1k/10k/100k"),
+    ("recall", "benchmarks._rows", "recall",
+     "memory recall at 1k/10k/100k, and 100k all the owner's with recall@5"),
     ("sandbox", "benchmarks._rows", "sandbox", "`execute_command true` in bubblewrap vs direct"),
 )
 
