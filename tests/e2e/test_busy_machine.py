@@ -25,9 +25,12 @@ HOG_SECS = 600
 
 @pytest.fixture
 def hogs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """One busy loop per core, bounded by `timeout` and killed when the test ends."""
-    procs = [subprocess.Popen(["timeout", str(HOG_SECS), sys.executable, "-c", "while True: pass"])
-             for _ in range(os.cpu_count() or 2)]
+    """One busy loop per core, ending by itself after HOG_SECS and killed when the test ends.
+
+    The loop is the process itself: killing a `timeout` wrapper would leave its child
+    spinning for the rest of the suite."""
+    loop = f"import time\nend = time.monotonic() + {HOG_SECS}\nwhile time.monotonic() < end: pass"
+    procs = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(os.cpu_count() or 2)]
     yield procs
     for proc in procs:
         proc.kill()
