@@ -72,6 +72,43 @@ async def first_of(work: Awaitable[T], stop: asyncio.Event, timeout: float) -> T
                     await pending
 
 
+class HandshakeResets:
+    """A first connection whose handshake the server keeps cutting off.
+
+    nats-server answers a refused credential with `-ERR 'Authorization Violation'` and closes
+    at once; when the client's PING is still unread on its side (a busy machine delivers it
+    late), the close is a TCP reset that destroys the -ERR before nats.py reads it. So a
+    credential refused on a busy machine looks like "connection reset by peer", attempt after
+    attempt. RESETS of those in a row, with credentials presented, are taken as the refusal
+    they almost always are, instead of retrying until the caller's timeout.
+    """
+
+    RESETS = 3
+
+    def __init__(self, with_credentials: bool) -> None:
+        self.with_credentials = with_credentials
+        self.seen = 0
+
+    def count(self, exc: BaseException) -> bool:
+        """Note one failed attempt; True once it is time to stop."""
+        if isinstance(exc, ConnectionResetError) or "reset by peer" in str(exc).lower():
+            self.seen += 1
+        else:
+            self.seen = 0
+        return self.with_credentials and self.seen >= self.RESETS
+
+    def cause(self, exc: BaseException) -> BaseException:
+        if self.with_credentials and self.seen >= self.RESETS:
+            return ConnectionRefusedByServer(
+                f"the server cut the handshake off {self.seen} times in a row: most likely an "
+                "authorization violation (it refused these credentials)")
+        return exc
+
+
+class ConnectionRefusedByServer(Exception):
+    """What HandshakeResets concluded; `describe` words it as a refusal."""
+
+
 def describe(exc: BaseException | None, waited: float) -> str:
     """Why a connection could not be made, as words (never empty)."""
     from nats import errors
@@ -82,6 +119,9 @@ def describe(exc: BaseException | None, waited: float) -> str:
     if isinstance(exc, ConnectionRefusedError):
         return ("connection refused: nothing listens there (is `wintermute up` running, and "
                 "is this the URL it printed?)")
+    if isinstance(exc, ConnectionRefusedByServer):
+        return (f"{exc} (with the embedded server, let `wintermute up` create them again by "
+                "restarting it)")
     if is_refusal(exc):
         return ("authorization violation: the server refused these credentials (with the "
                 "embedded server, let `wintermute up` create them again by restarting it)")

@@ -22,8 +22,8 @@ import msgspec
 from nats.aio.msg import Msg as NatsMsg
 
 from bus import logs
-from bus.connection import Bus, StoreFull
-from bus.consumer import STORE_FULL_DELAY, Consumer, Handler, Reject, Retry, Subscription
+from bus.connection import Bus
+from bus.consumer import Consumer, Handler, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -109,20 +109,8 @@ class BatchConsumer(Consumer):
             return True
         except asyncio.CancelledError:
             raise
-        except Reject as exc:
-            await self._dead_letter(raw, str(exc))
-        except Retry as exc:
-            await raw.nak(delay=exc.delay)
-        except StoreFull as exc:
-            log.warning("%s; trying again in %.0f s", exc, STORE_FULL_DELAY)
-            await raw.nak(delay=STORE_FULL_DELAY)
         except Exception as exc:  # noqa: BLE001 - a failing handler must not kill the actor
-            self.stats.failed += 1
-            log.exception("handler failed")
-            if deliveries >= self.sub.max_deliver:
-                await self._dead_letter(raw, f"handler failed {deliveries} times: {exc!r}")
-            else:
-                await raw.nak(delay=min(0.5 * 2**deliveries, 15.0))
+            await self._failed(raw, exc, deliveries)  # as for one message at a time
         finally:
             logs.reset(token)
         return False

@@ -16,7 +16,7 @@ from nats.js.errors import BadRequestError, KeyNotFoundError, NotFoundError
 from nats.js.kv import KeyValue
 
 from bus import tracing
-from bus._connect import AdaptiveTimeout, describe, first_of, is_refusal
+from bus._connect import AdaptiveTimeout, HandshakeResets, describe, first_of, is_refusal
 from bus.codec import encode
 from bus.kv import KvOps
 from bus.streams import StreamOps
@@ -122,13 +122,15 @@ class Bus(KvOps, StreamOps):
         nc = Client()
         first_error: list[BaseException] = []  # the latest error before the first connection
         refused = asyncio.Event()  # the server said no to these credentials: no use waiting
+        resets = HandshakeResets(bool(credentials or seed or user))
 
         async def on_error(exc: Exception) -> None:
             pace.failed(exc)
             nc.options["connect_timeout"] = pace.current
             if not nc.is_connected and self._nc is None:
-                first_error[:] = [exc]  # said once, at the end, if it never works
-                if is_refusal(exc):
+                if not refused.is_set():  # the refusal stays the cause (a reset follows it)
+                    first_error[:] = [exc]  # said once, at the end, if it never works
+                if is_refusal(exc) or resets.count(exc):
                     refused.set()
                 return
             if "permissions violation" in str(exc).lower():
@@ -168,7 +170,7 @@ class Bus(KvOps, StreamOps):
         except Exception as exc:  # noqa: BLE001 - any failure to connect is reported
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(nc.close(), 2)
-            cause = first_error[0] if first_error else exc
+            cause = resets.cause(first_error[0] if first_error else exc)
             waited = asyncio.get_running_loop().time() - started
             raise ConnectionError(
                 f"cannot reach NATS at {self.url}: {describe(cause, waited)}") from exc

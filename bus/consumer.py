@@ -358,23 +358,29 @@ class Consumer:
             with contextlib.suppress(Exception):
                 await raw.nak()  # hand it back so a live replica (or our restart) takes it
             raise
-        except Reject as exc:
+        except Exception as exc:  # noqa: BLE001 - a failing handler must not kill the actor
+            await self._failed(raw, exc, deliveries)
+        finally:
+            logs.reset(session_token)
+
+    async def _failed(self, raw: NatsMsg, exc: Exception, deliveries: int) -> None:
+        """Settle a message whose handler raised: dead-letter it (Reject, or failing too
+        often), or hand it back for later (Retry, a full store, any other failure)."""
+        if isinstance(exc, Reject):
             await self._dead_letter(raw, str(exc))
-        except Retry as exc:
+        elif isinstance(exc, Retry):
             log.info("retry requested: %s", exc)
             await raw.nak(delay=exc.delay)
-        except StoreFull as exc:  # not this message's fault: wait for the space to come back
+        elif isinstance(exc, StoreFull):  # not this message's fault: wait for the space
             log.warning("%s; trying again in %.0f s", exc, STORE_FULL_DELAY)
             await raw.nak(delay=STORE_FULL_DELAY)
-        except Exception as exc:  # noqa: BLE001 - a failing handler must not kill the actor
+        else:
             self.stats.failed += 1
-            log.exception("handler failed")
+            log.error("handler failed", exc_info=exc)
             if deliveries >= self.sub.max_deliver:
                 await self._dead_letter(raw, f"handler failed {deliveries} times: {exc!r}")
             else:
                 await raw.nak(delay=min(0.5 * 2**deliveries, 15.0))
-        finally:
-            logs.reset(session_token)
 
     async def _already_done(self, msg: Msg) -> bool:
         return await self.bus.kv_get(self.bus.subjects.kv_done, self._done_key(msg)) is not None

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from actors.llm.providers import reset_clients
+from tests.fakes.egress import Origin
 from tests.fakes.llm_servers import FakeLLM
 from tests.fakes.telegram_server import TOKEN, FakeTelegram
 
@@ -30,6 +31,14 @@ async def fake(
     """A scripted OpenAI-compatible model that the llm actor talks to."""
     server = FakeLLM()
     monkeypatch.setenv("OPENAI_BASE_URL", await server.start("openai"))
+    yield server
+    await server.stop()
+
+
+@pytest.fixture
+async def origin() -> AsyncIterator[Origin]:
+    """A public web origin the egress proxy can be allowed to reach (tests/fakes/egress.py)."""
+    server = await Origin().start()
     yield server
     await server.stop()
 

@@ -21,13 +21,6 @@ ALLOWED = ["allowed.example", "*.wild.example", "sneaky.example", "metadata.exam
 
 
 @pytest.fixture
-async def origin() -> AsyncIterator[Origin]:
-    server = await Origin().start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def proxy(origin: Origin) -> AsyncIterator[tuple[EgressProxy, int, LoopbackDialer]]:
     dialer = LoopbackDialer(NAMES, origin)
     p = EgressProxy(ALLOWED, blocked_domains=["blocked.wild.example"], ports=[80, 443, 8080],

@@ -4,29 +4,16 @@ stale in the session state and change nothing."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-
-import pytest
+from collections.abc import Callable
 
 from contracts.config import Settings
 from tests.actors.harness import ALL, actors, chat
 from tests.fakes.llm_servers import FakeLLM
 
-pytestmark = pytest.mark.usefixtures("clean_provider_env")
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeLLM]:
-    server = FakeLLM()
-    await server.start("openai")
-    yield server
-    await server.stop()
-
 
 async def test_an_applied_event_delivered_again_changes_nothing(
-    fake: FakeLLM, settings_for: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+    fake: FakeLLM, settings_for: Callable[..., Settings],  # fake: tests/actors/conftest.py
 ) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", fake.url)
     settings = settings_for(WM__MODELS__DEFAULT="openai/test-model")
     async with actors(settings, *ALL) as running, chat(settings) as c:
         assert await c.ask("first") == "echo: first"

@@ -32,13 +32,6 @@ def bwrap_installed() -> None:
 
 
 @pytest.fixture
-async def origin() -> AsyncIterator[Origin]:
-    server = await Origin().start()
-    yield server
-    await server.stop()
-
-
-@pytest.fixture
 async def sb(home: Path, origin: Origin) -> AsyncIterator[BwrapSandbox]:
     layout = Layout(home)
     folder = layout.egress_dir()

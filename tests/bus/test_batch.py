@@ -12,6 +12,7 @@ from bus import Bus
 from bus.batch import BatchConsumer
 from bus.consumer import Subscription
 from contracts import TerminalInput
+from tests.bus.test_consumer import consuming
 
 
 @contextlib.asynccontextmanager
@@ -20,15 +21,8 @@ async def running(bus: Bus, handler: Callable[[Any], Awaitable[None]],
     s = bus.subjects
     sub = Subscription(s.stream_cmd, "batch", (f"{s.p}.cmd.test.>",), ordered_by="",
                        concurrency=1, dedupe=False)
-    consumer = BatchConsumer(bus, "tester", sub, TerminalInput, handler, after)
-    task = asyncio.create_task(consumer.run())
-    try:
-        yield consumer
-    finally:
-        await consumer.stop(1)
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+    async with consuming(BatchConsumer(bus, "tester", sub, TerminalInput, handler, after)) as c:
+        yield c
 
 
 async def until(check: Callable[[], Awaitable[bool]], timeout: float = 20) -> None:

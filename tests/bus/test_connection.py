@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import struct
 from collections.abc import AsyncIterator
 from urllib.parse import urlparse
 
@@ -124,6 +125,34 @@ async def test_a_hung_server_is_named_as_such() -> None:
             await Bus(f"nats://127.0.0.1:{port}").connect(timeout=3)
         assert "no answer in 3s" in str(err.value)
         assert not str(err.value).rstrip().endswith(":")
+    finally:
+        server.close()
+
+
+async def test_a_handshake_cut_off_again_and_again_is_a_refusal_said_at_once() -> None:
+    """What a refused credential looks like on a busy machine: the server's -ERR is lost to
+    the TCP reset of its close (the client's PING still unread there). Three in a row with
+    credentials end the wait with the likely cause, not after the whole timeout."""
+    attempts = 0
+
+    async def refusing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal attempts
+        attempts += 1
+        writer.write(b'INFO {"server_id":"x","version":"2.10.0","proto":1,'
+                     b'"max_payload":1048576,"auth_required":true}\r\n')
+        await writer.drain()
+        await reader.readline()  # CONNECT, with the credentials
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # closed with unread input: a reset, as nats-server's is
+
+    server = await asyncio.start_server(refusing, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConnectionError) as err:
+            await Bus(f"nats://127.0.0.1:{port}").connect(timeout=120, user="u", password="p")
+        assert "most likely an authorization violation" in str(err.value), str(err.value)
+        assert attempts <= 3  # not ~200 tries over the whole 120 s
     finally:
         server.close()
 

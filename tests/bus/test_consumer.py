@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -22,7 +22,16 @@ async def running(
 ) -> AsyncIterator[Consumer]:
     s = bus.subjects
     sub = Subscription(s.stream_cmd, opts.pop("durable", "test"), (f"{s.p}.cmd.test.>",), **opts)
-    consumer = Consumer(bus, "tester", sub, Inbox, handler)
+    async with consuming(Consumer(bus, "tester", sub, Inbox, handler)) as consumer:
+        yield consumer
+
+
+C = TypeVar("C", bound=Consumer)
+
+
+@contextlib.asynccontextmanager
+async def consuming(consumer: C) -> AsyncIterator[C]:
+    """`consumer` running in a task for the block; stopped (1 s of grace) after it."""
     task = asyncio.create_task(consumer.run())
     try:
         yield consumer
