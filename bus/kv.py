@@ -136,14 +136,9 @@ class KvOps:
         `fn` gets the current value (None when absent or unreadable) and returns the new one,
         or None to leave the key as it is. Raises Conflict after `tries` lost races.
         """
-        for _ in range(tries):
-            current, revision = await self.kv_get_rev(bucket, key, kind)
-            new = fn(current)
-            if new is None:
-                return current
-            if await self.kv_swap(bucket, key, new, revision):
-                return new
-        raise Conflict(f"{tries} concurrent writers beat every update of {bucket}/{key}")
+        value, _ = await self.kv_update_known(bucket, key, fn, kind=kind, known=None,
+                                              tries=tries)
+        return value
 
     async def kv_update_known(
         self, bucket: str, key: str, fn: Callable[[T | None], T | None], *, kind: type[T],
@@ -153,7 +148,6 @@ class KvOps:
         read when nobody else wrote since); the value and revision the key is left at.
 
         A stale `known` only costs the refused write: the next try reads the key again."""
-        kv = await self.kv(bucket)
         for _ in range(tries):
             current, revision = known if known is not None else await self.kv_get_rev(
                 bucket, key, kind)
@@ -161,10 +155,7 @@ class KvOps:
             new = fn(current)
             if new is None:
                 return current, revision
-            try:
-                if revision:
-                    return new, int(await kv.update(key, _encode(new), last=revision))
-                return new, int(await kv.create(key, _encode(new)))
-            except KeyWrongLastSequenceError:
-                continue
+            written = await self.kv_put_at(bucket, key, _encode(new), revision)
+            if written is not None:
+                return new, written
         raise Conflict(f"{tries} concurrent writers beat every update of {bucket}/{key}")

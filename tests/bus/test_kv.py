@@ -65,11 +65,11 @@ async def test_update_raises_conflict_when_it_always_loses(bus: Bus) -> None:
         asyncio.get_running_loop().create_task(bus.kv_put(b, "hot", Rec(n=-bumps)))
         return Rec(n=(v.n if v else 0) + 1)
 
-    async def slow_swap(bucket: str, key: str, value: object, revision: int) -> bool:
+    async def slow_put(bucket: str, key: str, data: bytes, revision: int) -> int | None:
         await asyncio.sleep(0.05)  # let the meddler's write land first
-        return await Bus.kv_swap(bus, bucket, key, value, revision)
+        return await Bus.kv_put_at(bus, bucket, key, data, revision)
 
-    bus.kv_swap = slow_swap  # type: ignore[method-assign]
+    bus.kv_put_at = slow_put  # type: ignore[method-assign]
     with pytest.raises(Conflict, match="hot"):
         await bus.kv_update(b, "hot", meddle, kind=Rec, tries=3)
     assert bumps == 3
