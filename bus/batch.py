@@ -18,7 +18,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import msgspec
 from nats.aio.msg import Msg as NatsMsg
 
 from bus import logs
@@ -96,14 +95,8 @@ class BatchConsumer(Consumer):
         token = logs.bind(actor=self.actor, subject=raw.subject, seq=meta.sequence.stream,
                           delivery=deliveries)
         try:
-            try:
-                msg = self.decoder.decode(raw.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                await self._dead_letter(raw, f"invalid payload: {exc}")
-                return False
-            if deliveries > self.sub.max_deliver:
-                await self._dead_letter(raw, f"the {self.actor} actor failed or crashed on "
-                                        f"this message {self.sub.max_deliver} times")
+            msg = await self._admit(raw, deliveries)
+            if msg is None:
                 return False
             await self.handler(msg)
             return True

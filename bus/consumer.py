@@ -277,17 +277,25 @@ class Consumer:
         finally:
             logs.reset(token)
 
-    async def _decode_and_handle(self, raw: NatsMsg, deliveries: int) -> None:
+    async def _admit(self, raw: NatsMsg, deliveries: int) -> Msg | None:
+        """The message decoded, or None once it is dead-lettered: not a valid payload, or
+        delivered more often than max_deliver (the actor failed or crashed on it)."""
         try:
-            msg = self.decoder.decode(raw.data)
+            msg: Msg = self.decoder.decode(raw.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             await self._dead_letter(raw, f"invalid payload: {exc}")
-            return
+            return None
         if deliveries > self.sub.max_deliver:
             await self._dead_letter(
                 raw, f"the {self.actor} actor failed or crashed on this message "
                 f"{self.sub.max_deliver} times"
             )
+            return None
+        return msg
+
+    async def _decode_and_handle(self, raw: NatsMsg, deliveries: int) -> None:
+        msg = await self._admit(raw, deliveries)
+        if msg is None:
             return
         tracing.annotate({f"wintermute.{k}": v for k in ("session", "turn_id")
                             if isinstance(v := getattr(msg, k, None), str) and v})
