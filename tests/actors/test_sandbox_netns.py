@@ -147,19 +147,26 @@ async def test_reset_starts_a_fresh_namespace(sb: BwrapSandbox) -> None:
     assert after.output.split()[0] != before and "hello from allowed.example" in after.output
 
 
-KILLED_EXECUTOR = """
+#: The start of an executor in a process of its own (argv[1]: its home): a bwrap sandbox with
+#: network "proxy" behind an egress proxy that allows nothing.
+SANDBOX_PROCESS = r"""
 import asyncio, os, signal, sys
 from pathlib import Path
 from actors.executor.egress_proxy import EgressProxy
 from actors.executor.sandbox.base import EGRESS_SOCKET, Layout
 from actors.executor.sandbox.bwrap import BwrapSandbox
 
-async def main():
+async def proxied_sandbox():
     layout = Layout(Path(sys.argv[1]))
     folder = layout.egress_dir()
     proxy = EgressProxy([])
     await proxy.start_unix(folder / EGRESS_SOCKET)
-    sb = BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+    return layout, BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+"""
+
+KILLED_EXECUTOR = SANDBOX_PROCESS + """
+async def main():
+    _, sb = await proxied_sandbox()
     await sb.probe()
     pid = sb.net.proc.pid
     print(pid, open(f"/proc/{pid}/task/{pid}/children").read(), flush=True)
@@ -189,22 +196,12 @@ async def test_the_forwarder_dies_with_a_killed_executor(home: Path) -> None:
         await asyncio.sleep(0.05)
 
 
-AS_NOBODY = r"""
-import asyncio, sys
-from pathlib import Path
-from actors.executor.egress_proxy import EgressProxy
-from actors.executor.sandbox.base import EGRESS_SOCKET, Layout
-from actors.executor.sandbox.bwrap import BwrapSandbox
-
+AS_NOBODY = SANDBOX_PROCESS + r"""
 GET = ('exec 3<>/dev/tcp/127.0.0.1/3128; printf "GET http://blocked.example/ HTTP/1.1\r\n'
        'Host: blocked.example\r\n\r\n" >&3; head -1 <&3')
 
 async def main():
-    layout = Layout(Path(sys.argv[1]))
-    folder = layout.egress_dir()
-    proxy = EgressProxy([])
-    await proxy.start_unix(folder / EGRESS_SOCKET)
-    sb = BwrapSandbox(layout, network="proxy", proxy=proxy, egress_dir=folder)
+    layout, sb = await proxied_sandbox()
     try:
         await sb.probe()
         print(sb.note)
