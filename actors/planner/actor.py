@@ -56,8 +56,8 @@ PlannerInbox = (
 )
 
 
-class PlannerActor(Actor, WorkflowCollection, TurnFaults, SessionOps, TemplateOps, PlanThenExecute, Delegating,
-                   ClaimCheck):
+class PlannerActor(Actor, WorkflowCollection, TurnFaults, SessionOps, TemplateOps,
+                   PlanThenExecute, Delegating, ClaimCheck):
     name = "planner"
     inbox = PlannerInbox | DeadLetter
 
